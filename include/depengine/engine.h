@@ -1,0 +1,236 @@
+// depengine: a dependency engine that runs a serial program's functions in
+// parallel by following the vars they read and write.
+//
+// The API mirrors MXNet's engine.h (see docs/design.md for the internals).
+// A program pushes functions with the vars they read (`const_vars`) and the
+// vars they write (`mutable_vars`). Two functions where one writes a var the
+// other uses run in push order; everything else may run in parallel.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace depengine {
+
+// The kind of device a function runs on.
+enum class DeviceType { kCPU = 1, kGPU = 2, kCPUPinned = 3 };
+
+// Where a function runs: a device type and the device's index.
+struct Context {
+  DeviceType dev_type = DeviceType::kCPU;
+  int dev_id = 0;
+
+  static Context CPU(int dev_id = 0) { return {DeviceType::kCPU, dev_id}; }
+  static Context GPU(int dev_id = 0) { return {DeviceType::kGPU, dev_id}; }
+  static Context CPUPinned(int dev_id = 0) { return {DeviceType::kCPUPinned, dev_id}; }
+
+  friend bool operator==(const Context& a, const Context& b) {
+    return a.dev_type == b.dev_type && a.dev_id == b.dev_id;
+  }
+  friend bool operator!=(const Context& a, const Context& b) { return !(a == b); }
+};
+
+// What a running function learns from the engine: its context, and the
+// device stream of the worker that runs it (a cudaStream_t on a GPU worker,
+// nullptr on CPU).
+struct RunContext {
+  Context ctx;
+  void* stream = nullptr;
+};
+
+// How a function is scheduled.
+enum class FnProperty {
+  kNormal,          // the context's normal worker pool
+  kCopyFromGPU,     // the copy workers of the source GPU
+  kCopyToGPU,       // the copy workers of the target GPU
+  kCPUPrioritized,  // the CPU priority pool, shared by all CPU devices
+  kAsync            // run on the thread that made it ready, no queue hop
+};
+
+// Priorities accepted by Push, PushAsync and PushSync; a value outside
+// [kMinPriority, kMaxPriority] raises std::invalid_argument.
+inline constexpr int kMinPriority = -1'000'000;
+inline constexpr int kMaxPriority = 1'000'000;
+
+class Engine;
+class Var;  // opaque: a token standing for a resource functions use
+class Opr;  // opaque: a prebuilt operator (NewOperator)
+using VarHandle = Var*;
+using OprHandle = Opr*;
+
+// Finishes an asynchronous function. Copyable; call exactly one copy exactly
+// once, from any thread, at any time after the function started.
+// Passing a non-null `error` fails the function: every var it writes is
+// marked failed (see Engine::WaitForVar). A second call raises
+// std::logic_error and changes nothing.
+// Memory ordering: whatever the caller did before the call is visible to
+// every later function that uses a var the function writes or reads.
+class CallbackOnComplete {
+ public:
+  CallbackOnComplete() = default;
+  void operator()(std::exception_ptr error = nullptr) const;
+
+ private:
+  friend class Engine;
+  // Set by Engine::CreateCallback (the seed's form): called with no error.
+  void (*callback_)(Engine*, void*) = nullptr;
+  Engine* engine_ = nullptr;
+  void* param_ = nullptr;
+  // Engine-made callbacks: identifies one execution so that a second call
+  // is detected even after the engine reused its internal block.
+  std::uint64_t ticket_ = 0;
+};
+
+using SyncFn = std::function<void(RunContext)>;
+using AsyncFn = std::function<void(RunContext, CallbackOnComplete)>;
+
+// The engine's interface. Create one with CreateEngine(), or use the
+// process-wide Engine::Get(). Every member is callable from any thread at the
+// same time; the pushes of one thread keep that thread's program order.
+class Engine {
+ public:
+  using CallbackOnComplete = depengine::CallbackOnComplete;
+  using SyncFn = depengine::SyncFn;
+  using AsyncFn = depengine::AsyncFn;
+  using VarHandle = depengine::VarHandle;
+  using OprHandle = depengine::OprHandle;
+
+  // Tells the engine the process is shutting down, so it prints less.
+  // Optional.
+  virtual void NotifyShutdown() = 0;
+
+  // Returns a new var, owned by this engine until DeleteVariable.
+  virtual VarHandle NewVariable() = 0;
+
+  // Builds an operator that Push can run many times without allocating a
+  // closure or a var list per push. Duplicate vars within one list are
+  // merged; a var in both lists, a null var or a null `fn` raises
+  // std::invalid_argument. `opr_name` must outlive the operator.
+  virtual OprHandle NewOperator(AsyncFn fn, const std::vector<VarHandle>& const_vars,
+                                const std::vector<VarHandle>& mutable_vars,
+                                FnProperty prop = FnProperty::kNormal,
+                                const char* opr_name = nullptr) = 0;
+
+  // Deletes `op` once every push of it made before this call has finished.
+  // Pushing it afterwards raises std::logic_error.
+  virtual void DeleteOperator(OprHandle op) = 0;
+
+  // Runs the prebuilt operator `op` on `exec_ctx`, ordered against other
+  // functions by its vars exactly as PushAsync would be.
+  virtual void Push(OprHandle op, Context exec_ctx, int priority = 0, bool profiling = false) = 0;
+
+  // Runs `exec_fun` after every earlier function that writes a var in
+  // `const_vars`, and after every earlier function that reads or writes a
+  // var in `mutable_vars`; the function is finished when its callback is
+  // called. Returns at once (unless EngineOptions::max_in_flight is reached).
+  // Memory ordering: whatever a function did before it finished is visible
+  // to every later function that uses one of its written vars, and to the
+  // caller of WaitForVar on them.
+  virtual void PushAsync(AsyncFn exec_fun, Context exec_ctx, const std::vector<VarHandle>& const_vars,
+                         const std::vector<VarHandle>& mutable_vars,
+                         FnProperty prop = FnProperty::kNormal, int priority = 0,
+                         const char* opr_name = nullptr) = 0;
+
+  // Runs `delete_fn` after every earlier function that uses `var`, then
+  // frees `var`. Any use of `var` after this call raises
+  // std::invalid_argument (best effort once the var's memory is reused).
+  // Deletions are queued ahead of normal work so memory comes back promptly.
+  virtual void DeleteVariable(SyncFn delete_fn, Context exec_ctx, VarHandle var) = 0;
+
+  // Returns once every function pushed before this call that uses `var` has
+  // finished. If `var` failed, rethrows its failure and clears it.
+  // Calling it from a function running on this engine raises
+  // std::logic_error (it would deadlock).
+  virtual void WaitForVar(VarHandle var) = 0;
+
+  // Returns once every function pushed before this call has finished, then
+  // rethrows the first failure raised since the previous WaitForAll that no
+  // WaitForVar delivered, and clears the failures of every var.
+  virtual void WaitForAll() = 0;
+
+  // Finishes every pushed function, then joins the engine's threads.
+  virtual ~Engine() = default;
+
+  // The process-wide engine, built from EngineOptions::FromEnv() on first use.
+  static Engine* Get();
+  // A shared reference to Get()'s engine, for singletons that must be
+  // destroyed before it. Most users should not call this.
+  static std::shared_ptr<Engine> _GetSharedRef();
+
+  // PushAsync for a synchronous function: finished when `exec_fn` returns
+  // (or throws, which fails it).
+  void PushSync(SyncFn exec_fn, Context exec_ctx, const std::vector<VarHandle>& const_vars,
+                const std::vector<VarHandle>& mutable_vars, FnProperty prop = FnProperty::kNormal,
+                int priority = 0, const char* opr_name = nullptr) {
+    PushSyncImpl(std::move(exec_fn), exec_ctx, const_vars, mutable_vars, prop, priority, opr_name);
+  }
+
+  // Makes a callback that calls `callback(this, param)` (the seed's form).
+  CallbackOnComplete CreateCallback(void (*callback)(Engine*, void*), void* param) {
+    CallbackOnComplete ret;
+    ret.callback_ = callback;
+    ret.engine_ = this;
+    ret.param_ = param;
+    return ret;
+  }
+
+ protected:
+  // PushSync without wrapping `exec_fn` in a second closure.
+  virtual void PushSyncImpl(SyncFn exec_fn, Context exec_ctx, const std::vector<VarHandle>& const_vars,
+                            const std::vector<VarHandle>& mutable_vars, FnProperty prop, int priority,
+                            const char* opr_name) = 0;
+  // Finishes the execution identified by (param, ticket) of an engine-made
+  // callback.
+  virtual void CompleteCallback(void* param, std::uint64_t ticket, std::exception_ptr error) = 0;
+  // Builds an engine-made callback.
+  CallbackOnComplete MakeCallback(void* param, std::uint64_t ticket) {
+    CallbackOnComplete ret;
+    ret.engine_ = this;
+    ret.param_ = param;
+    ret.ticket_ = ticket;
+    return ret;
+  }
+  friend class depengine::CallbackOnComplete;
+};
+
+// The three engines.
+enum class EngineKind {
+  kNaive,     // runs each function on the thread that makes it ready: debugging
+  kPooled,    // one normal and one copy queue shared by all devices
+  kPerDevice  // worker pools per device, a CPU priority pool, GPU copy workers
+};
+
+// How to build an engine; 0 means a sensible default.
+struct EngineOptions {
+  EngineKind kind = EngineKind::kPerDevice;
+  int cpu_worker_threads = 0;    // per CPU device (default: hardware threads)
+  int cpu_priority_threads = 0;  // CPU priority pool (default: 2, per-device only)
+  int gpu_worker_threads = 0;    // per GPU (default: 2)
+  int gpu_copy_threads = 0;      // per GPU (default: 1)
+  std::size_t max_in_flight = 0; // bound on pushed-but-unfinished functions; 0 = none
+  // Number of simulated GPUs: GPU contexts below this index run on CPU
+  // threads with the GPU pools' routing, and RunContext::stream = nullptr.
+  // Lets the per-device routing be tested without a GPU. Environment:
+  // DEPENGINE_SIMULATED_GPUS.
+  int simulated_gpus = 0;
+
+  // Reads DEPENGINE_ENGINE_TYPE (NaiveEngine, ThreadedEnginePooled or its
+  // alias ThreadedEngine, ThreadedEnginePerDevice),
+  // DEPENGINE_CPU_WORKER_NTHREADS, DEPENGINE_CPU_PRIORITY_NTHREADS,
+  // DEPENGINE_GPU_WORKER_NTHREADS, DEPENGINE_GPU_COPY_NTHREADS,
+  // DEPENGINE_MAX_IN_FLIGHT and DEPENGINE_SIMULATED_GPUS. An unknown value
+  // raises std::invalid_argument naming the variable and what it accepts.
+  static EngineOptions FromEnv();
+};
+
+// Builds an engine. Raises std::invalid_argument for a negative thread count.
+std::unique_ptr<Engine> CreateEngine(const EngineOptions& options = {});
+
+// The name of an engine kind as DEPENGINE_ENGINE_TYPE spells it.
+const char* EngineKindName(EngineKind kind);
+
+}  // namespace depengine

@@ -1,0 +1,110 @@
+// ObjectPool<T>: a free list of constructed T objects with a per-thread
+// cache, so that the push and completion paths allocate nothing in steady
+// state.
+//
+// Objects are constructed once, when their chunk is made, and are never
+// destroyed: Free() returns them to the pool as they are, so containers
+// inside T keep their capacity across uses. T needs a member `T* pool_next`.
+//
+// Objects freed on one thread and allocated on another (ops are pushed on
+// the main thread and finished on workers) move between threads in batches
+// of kBatch through a global list, so no thread's cache grows without bound.
+// Memory ordering: the global list is guarded by a mutex, which orders every
+// write to an object before its reuse on another thread.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace depengine::internal {
+
+template <class T>
+class ObjectPool {
+ public:
+  static constexpr int kBatch = 128;
+
+  static T* Allocate() {
+    LocalCache& c = Local();
+    if (c.head == nullptr) c.Refill();
+    T* obj = c.head;
+    c.head = obj->pool_next;
+    --c.count;
+    obj->pool_next = nullptr;
+    return obj;
+  }
+
+  static void Free(T* obj) {
+    LocalCache& c = Local();
+    obj->pool_next = c.head;
+    c.head = obj;
+    if (++c.count >= 2 * kBatch) c.SpillOneBatch();
+  }
+
+ private:
+  struct Global {
+    std::mutex mu;
+    std::vector<std::pair<T*, int>> batches;  // guarded by mu: free lists and their lengths
+    std::vector<std::unique_ptr<T[]>> chunks;  // guarded by mu: all storage
+  };
+  // Never destroyed: thread caches may hand objects back during static
+  // destruction, and the storage stays reachable (not a leak).
+  static Global& G() {
+    static Global* g = new Global;
+    return *g;
+  }
+
+  struct LocalCache {
+    T* head = nullptr;  // owned by this thread
+    int count = 0;
+
+    void Refill() {
+      Global& g = G();
+      std::lock_guard<std::mutex> lock(g.mu);
+      if (!g.batches.empty()) {
+        head = g.batches.back().first;
+        count = g.batches.back().second;
+        g.batches.pop_back();
+        return;
+      }
+      g.chunks.emplace_back(new T[kBatch]);
+      T* chunk = g.chunks.back().get();
+      for (int i = 0; i < kBatch; ++i) chunk[i].pool_next = i + 1 < kBatch ? &chunk[i + 1] : nullptr;
+      head = chunk;
+      count = kBatch;
+    }
+
+    void SpillOneBatch() {
+      T* batch = head;
+      T* last = head;
+      for (int i = 1; i < kBatch; ++i) last = last->pool_next;
+      head = last->pool_next;
+      last->pool_next = nullptr;
+      count -= kBatch;
+      Global& g = G();
+      std::lock_guard<std::mutex> lock(g.mu);
+      g.batches.emplace_back(batch, kBatch);
+    }
+
+    ~LocalCache() {
+      // A thread that ends hands its cache back, in full batches and a
+      // final partial one (Refill accepts any non-empty list).
+      while (count >= kBatch) SpillOneBatch();
+      if (head == nullptr) return;
+      Global& g = G();
+      std::lock_guard<std::mutex> lock(g.mu);
+      g.batches.emplace_back(head, count);
+      head = nullptr;
+      count = 0;
+    }
+  };
+
+  static LocalCache& Local() {
+    thread_local LocalCache cache;
+    return cache;
+  }
+};
+
+}  // namespace depengine::internal

@@ -1,0 +1,121 @@
+// ThreadedEnginePerDevice: worker pools per device, created on first use and
+// kept in one table keyed by (pool kind, device id); a CPU priority pool
+// shared by all CPU devices; copy workers per GPU. Each GPU worker owns a
+// stream, handed to its functions in RunContext::stream.
+#include <array>
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "engine/engines.h"
+#include "gpu/device.h"
+
+namespace depengine::internal {
+namespace {
+
+enum PoolKind { kCpuNormal = 0, kGpuNormal = 1, kGpuCopy = 2, kNumPoolKinds = 3 };
+constexpr int kMaxDevices = 64;
+
+class PerDeviceEngine final : public ThreadedEngine {
+ public:
+  explicit PerDeviceEngine(const EngineOptions& options) : ThreadedEngine(options) {
+    for (auto& row : table_) {
+      for (auto& p : row) p.store(nullptr, std::memory_order_relaxed);
+    }
+  }
+
+  ~PerDeviceEngine() override {
+    Drain();
+    MutexLock lock(create_mu_);
+    owned_.clear();  // joins every pool's threads
+  }
+
+ protected:
+  void Dispatch(OprBlock* b) override {
+    const FnProperty prop = b->opr->prop;
+    if (prop == FnProperty::kAsync) {
+      RunInline(b);
+      return;
+    }
+    const Context& ctx = b->ctx;
+    if (ctx.dev_type != DeviceType::kGPU) {
+      if (prop == FnProperty::kCPUPrioritized) {
+        DispatchToPool(b, PriorityPool());
+      } else {
+        DispatchToPool(b, PoolFor(kCpuNormal, ctx.dev_id));
+      }
+      return;
+    }
+    const bool copy = prop == FnProperty::kCopyFromGPU || prop == FnProperty::kCopyToGPU;
+    DispatchToPool(b, PoolFor(copy ? kGpuCopy : kGpuNormal, ctx.dev_id));
+  }
+
+ private:
+  WorkerPool* PoolFor(PoolKind kind, int dev_id) {
+    // acquire: pairs with the release store that publishes a new pool.
+    WorkerPool* p = table_[kind][dev_id].load(std::memory_order_acquire);
+    return p != nullptr ? p : CreatePool(kind, dev_id);
+  }
+
+  WorkerPool* PriorityPool() {
+    WorkerPool* p = priority_.load(std::memory_order_acquire);
+    if (p != nullptr) return p;
+    MutexLock lock(create_mu_);
+    p = priority_.load(std::memory_order_relaxed);
+    if (p == nullptr) {
+      const int n = options().cpu_priority_threads > 0 ? options().cpu_priority_threads : 2;
+      owned_.push_back(std::make_unique<WorkerPool>(
+          "cpu/priority", n, [this](WorkerPool& pool, int) { WorkerLoop(pool, nullptr); }));
+      p = owned_.back().get();
+      priority_.store(p, std::memory_order_release);
+    }
+    return p;
+  }
+
+  WorkerPool* CreatePool(PoolKind kind, int dev_id) {
+    MutexLock lock(create_mu_);
+    WorkerPool* p = table_[kind][dev_id].load(std::memory_order_relaxed);
+    if (p != nullptr) return p;
+    const EngineOptions& o = options();
+    std::string name;
+    int threads = 0;
+    switch (kind) {
+      case kCpuNormal:
+        name = "cpu" + std::to_string(dev_id) + "/normal";
+        threads = o.cpu_worker_threads > 0 ? o.cpu_worker_threads : DefaultCpuWorkers();
+        break;
+      case kGpuNormal:
+        name = "gpu" + std::to_string(dev_id) + "/normal";
+        threads = o.gpu_worker_threads > 0 ? o.gpu_worker_threads : 2;
+        break;
+      default:
+        name = "gpu" + std::to_string(dev_id) + "/copy";
+        threads = o.gpu_copy_threads > 0 ? o.gpu_copy_threads : 1;
+        break;
+    }
+    const bool real_gpu = kind != kCpuNormal && o.simulated_gpus == 0;
+    owned_.push_back(std::make_unique<WorkerPool>(
+        name, threads, [this, real_gpu, dev_id](WorkerPool& pool, int) {
+          void* stream = real_gpu ? gpu::CreateStream(dev_id) : nullptr;
+          WorkerLoop(pool, stream);
+          gpu::DestroyStream(stream);
+        }));
+    p = owned_.back().get();
+    table_[kind][dev_id].store(p, std::memory_order_release);
+    return p;
+  }
+
+  Mutex create_mu_;  // serializes pool creation
+  std::vector<std::unique_ptr<WorkerPool>> owned_ GUARDED_BY(create_mu_);
+  // Published pools; written once under create_mu_ (release), read anywhere.
+  std::array<std::array<std::atomic<WorkerPool*>, kMaxDevices>, kNumPoolKinds> table_;
+  std::atomic<WorkerPool*> priority_{nullptr};
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> MakePerDeviceEngine(const EngineOptions& options) {
+  return std::make_unique<PerDeviceEngine>(options);
+}
+
+}  // namespace depengine::internal

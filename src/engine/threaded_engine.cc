@@ -1,0 +1,717 @@
+#include "engine/threaded_engine.h"
+
+#include <algorithm>
+#include <cassert>
+#include <stdexcept>
+#include <string>
+
+#include "common/object_pool.h"
+#include "gpu/device.h"
+
+namespace depengine::internal {
+namespace {
+
+using BlockPool = ObjectPool<OprBlock>;
+using VarPool = ObjectPool<Var>;
+using OprPool = ObjectPool<Opr>;
+
+// The engine whose function the calling thread is running, if any: waiting
+// on that engine from inside it would deadlock.
+thread_local const ThreadedEngine* tls_running_engine = nullptr;
+
+class RunningScope {
+ public:
+  explicit RunningScope(const ThreadedEngine* e) : saved_(tls_running_engine) { tls_running_engine = e; }
+  ~RunningScope() { tls_running_engine = saved_; }
+  RunningScope(const RunningScope&) = delete;
+  RunningScope& operator=(const RunningScope&) = delete;
+
+ private:
+  const ThreadedEngine* saved_;
+};
+
+std::string Named(const char* call, const std::string& what) { return std::string(call) + ": " + what; }
+
+std::string OprName(const Opr* op) { return op->name != nullptr ? op->name : "<unnamed>"; }
+
+}  // namespace
+
+// A worker thread's view of itself: which pool it serves, and the block it
+// will run next without going through the queue.
+struct ThreadedEngine::WorkerTls {
+  WorkerPool* pool;
+  OprBlock* continuation = nullptr;
+};
+namespace {
+thread_local void* tls_worker_raw = nullptr;  // ThreadedEngine::WorkerTls*
+}
+
+// One level of the inline trampoline (RunInline): blocks made ready while
+// this thread already runs a block inline for the same engine.
+struct ThreadedEngine::InlineFrame {
+  const ThreadedEngine* engine;
+  InlineFrame* prev;
+  OprBlock* head = nullptr;  // linked through queue_next
+  OprBlock* tail = nullptr;
+};
+namespace {
+thread_local void* tls_inline_top = nullptr;  // ThreadedEngine::InlineFrame*
+}
+
+ThreadedEngine::ThreadedEngine(const EngineOptions& options)
+    : options_(options),
+      gpu_count_(options.simulated_gpus > 0 ? options.simulated_gpus : gpu::DeviceCount()) {
+  if (options.cpu_worker_threads < 0 || options.cpu_priority_threads < 0 ||
+      options.gpu_worker_threads < 0 || options.gpu_copy_threads < 0 || options.simulated_gpus < 0) {
+    throw std::invalid_argument("CreateEngine: thread counts and simulated_gpus must be >= 0");
+  }
+}
+
+ThreadedEngine::~ThreadedEngine() {
+  // Engine kinds drained and joined their pools already; free what the
+  // program left alive.
+  MutexLock lock(live_mu_);
+  while (live_oprs_ != nullptr) {
+    Opr* op = live_oprs_;
+    live_oprs_ = op->live_next;
+    op->magic.store(Opr::kDead, std::memory_order_relaxed);
+    op->Clear();
+    OprPool::Free(op);
+  }
+  while (live_vars_ != nullptr) {
+    Var* v = live_vars_;
+    live_vars_ = v->live_next;
+    {
+      SpinLockGuard g(v->lock);
+      v->failure.reset();
+      v->deleted = true;
+    }
+    v->magic.store(Var::kDead, std::memory_order_relaxed);
+    VarPool::Free(v);
+  }
+}
+
+// ---------------------------------------------------------------- checks
+
+bool ThreadedEngine::OnOwnThread() const { return tls_running_engine == this; }
+
+void ThreadedEngine::CheckContext(const Context& ctx, const char* call) const {
+  switch (ctx.dev_type) {
+    case DeviceType::kCPU:
+    case DeviceType::kCPUPinned:
+      if (ctx.dev_id < 0 || ctx.dev_id >= 64) {
+        throw std::invalid_argument(Named(call, "CPU dev_id " + std::to_string(ctx.dev_id) +
+                                                    " is out of range [0, 64)"));
+      }
+      return;
+    case DeviceType::kGPU:
+      if (ctx.dev_id < 0 || ctx.dev_id >= gpu_count_) {
+        std::string why;
+        if (!gpu::Built() && options_.simulated_gpus == 0) {
+          why = "depengine was built without GPU support (CUDA not found) and no simulated GPUs "
+                "are configured (EngineOptions::simulated_gpus)";
+        } else {
+          why = std::to_string(gpu_count_) + " GPU(s) available";
+        }
+        throw std::invalid_argument(
+            Named(call, "GPU context gpu(" + std::to_string(ctx.dev_id) + ") is not usable: " + why));
+      }
+      return;
+  }
+  throw std::invalid_argument(Named(call, "unknown DeviceType " +
+                                              std::to_string(static_cast<int>(ctx.dev_type))));
+}
+
+void ThreadedEngine::CheckPriority(int priority, const char* call) const {
+  if (priority < kMinPriority || priority > kMaxPriority) {
+    throw std::invalid_argument(Named(call, "priority " + std::to_string(priority) +
+                                                " is outside [kMinPriority, kMaxPriority] = [" +
+                                                std::to_string(kMinPriority) + ", " +
+                                                std::to_string(kMaxPriority) + "]"));
+  }
+}
+
+void ThreadedEngine::CheckVar(VarHandle v, const char* call) const {
+  if (v == nullptr) throw std::invalid_argument(Named(call, "null var"));
+  if (v->magic.load(std::memory_order_relaxed) != Var::kLive) {
+    throw std::invalid_argument(Named(call, "var was deleted (or is not a var)"));
+  }
+  if (v->engine != this) throw std::invalid_argument(Named(call, "var belongs to another engine"));
+}
+
+// ---------------------------------------------------------------- vars and operators
+
+VarHandle ThreadedEngine::NewVariable() {
+  Var* v = VarPool::Allocate();
+  v->Init(this);
+  MutexLock lock(live_mu_);
+  v->live_prev = nullptr;
+  v->live_next = live_vars_;
+  if (live_vars_ != nullptr) live_vars_->live_prev = v;
+  live_vars_ = v;
+  return v;
+}
+
+void ThreadedEngine::FreeVar(Var* v) {
+  bool had_failure = false;
+  {
+    SpinLockGuard g(v->lock);
+    assert(v->deleted);
+    if (v->failure) {
+      v->failure.reset();
+      had_failure = true;
+    }
+  }
+  if (had_failure) failed_var_count_.fetch_sub(1, std::memory_order_release);
+  {
+    MutexLock lock(failures_mu_);
+    failed_vars_.erase(v);
+  }
+  {
+    MutexLock lock(live_mu_);
+    if (v->live_prev != nullptr) v->live_prev->live_next = v->live_next;
+    if (v->live_next != nullptr) v->live_next->live_prev = v->live_prev;
+    if (live_vars_ == v) live_vars_ = v->live_next;
+  }
+  v->magic.store(Var::kDead, std::memory_order_relaxed);
+  VarPool::Free(v);
+}
+
+OprHandle ThreadedEngine::NewOperator(AsyncFn fn, const std::vector<VarHandle>& const_vars,
+                                      const std::vector<VarHandle>& mutable_vars, FnProperty prop,
+                                      const char* opr_name) {
+  const char* call = "NewOperator";
+  if (!fn) throw std::invalid_argument(Named(call, "null function"));
+  std::vector<std::pair<Var*, bool>> vars;
+  vars.reserve(const_vars.size() + mutable_vars.size());
+  for (Var* v : const_vars) {
+    CheckVar(v, call);
+    vars.emplace_back(v, false);
+  }
+  for (Var* v : mutable_vars) {
+    CheckVar(v, call);
+    vars.emplace_back(v, true);
+  }
+  std::sort(vars.begin(), vars.end());
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    if (out > 0 && vars[out - 1].first == vars[i].first) {
+      if (vars[out - 1].second != vars[i].second) {
+        throw std::invalid_argument(Named(call, "a var appears in both const_vars and mutable_vars"));
+      }
+      continue;
+    }
+    vars[out++] = vars[i];
+  }
+  vars.resize(out);
+
+  Opr* op = OprPool::Allocate();
+  op->Clear();
+  op->async_fn = std::move(fn);
+  op->vars = std::move(vars);
+  op->prop = prop;
+  op->name = opr_name;
+  op->prebuilt = true;
+  op->engine = this;
+  op->pushes.store(0, std::memory_order_relaxed);
+  op->magic.store(Opr::kLive, std::memory_order_relaxed);
+  MutexLock lock(live_mu_);
+  op->live_prev = nullptr;
+  op->live_next = live_oprs_;
+  if (live_oprs_ != nullptr) live_oprs_->live_prev = op;
+  live_oprs_ = op;
+  return op;
+}
+
+void ThreadedEngine::DeleteOperator(OprHandle op) {
+  if (op == nullptr) throw std::invalid_argument("DeleteOperator: null operator");
+  if (op->magic.load(std::memory_order_relaxed) != Opr::kLive || op->engine != this) {
+    throw std::invalid_argument("DeleteOperator: operator was deleted or belongs to another engine");
+  }
+  std::uint32_t prev = op->pushes.fetch_or(Opr::kDeleteRequested, std::memory_order_acq_rel);
+  if (prev & Opr::kDeleteRequested) {
+    throw std::logic_error("DeleteOperator: operator '" + OprName(op) + "' was already deleted");
+  }
+  if (prev == 0) FreeOpr(op);
+}
+
+void ThreadedEngine::ReleasePush(Opr* op) {
+  if (op->pushes.fetch_sub(1, std::memory_order_acq_rel) == Opr::kDeleteRequested + 1) FreeOpr(op);
+}
+
+void ThreadedEngine::FreeOpr(Opr* op) {
+  {
+    MutexLock lock(live_mu_);
+    if (op->live_prev != nullptr) op->live_prev->live_next = op->live_next;
+    if (op->live_next != nullptr) op->live_next->live_prev = op->live_prev;
+    if (live_oprs_ == op) live_oprs_ = op->live_next;
+  }
+  op->magic.store(Opr::kDead, std::memory_order_relaxed);
+  op->Clear();
+  OprPool::Free(op);
+}
+
+// ---------------------------------------------------------------- push
+
+void ThreadedEngine::PushAsync(AsyncFn exec_fun, Context exec_ctx,
+                               const std::vector<VarHandle>& const_vars,
+                               const std::vector<VarHandle>& mutable_vars, FnProperty prop,
+                               int priority, const char* opr_name) {
+  if (!exec_fun) throw std::invalid_argument("PushAsync: null function");
+  PushOneShot(nullptr, std::move(exec_fun), exec_ctx, const_vars, mutable_vars, prop, priority,
+              opr_name, OprKind::kUser, "PushAsync");
+}
+
+void ThreadedEngine::PushSyncImpl(SyncFn exec_fn, Context exec_ctx,
+                                  const std::vector<VarHandle>& const_vars,
+                                  const std::vector<VarHandle>& mutable_vars, FnProperty prop,
+                                  int priority, const char* opr_name) {
+  if (!exec_fn) throw std::invalid_argument("PushSync: null function");
+  PushOneShot(std::move(exec_fn), nullptr, exec_ctx, const_vars, mutable_vars, prop, priority,
+              opr_name, OprKind::kUser, "PushSync");
+}
+
+void ThreadedEngine::PushOneShot(SyncFn sync_fn, AsyncFn async_fn, Context ctx,
+                                 const std::vector<VarHandle>& const_vars,
+                                 const std::vector<VarHandle>& mutable_vars, FnProperty prop,
+                                 int priority, const char* name, OprKind kind, const char* call) {
+  if (ctx.dev_type != DeviceType::kCPU || ctx.dev_id != 0) CheckContext(ctx, call);
+  if (kind == OprKind::kUser) {
+    CheckPriority(priority, call);
+    Throttle();
+  }
+  OprBlock* b = BlockPool::Allocate();
+  Opr* op = &b->own;
+  op->sync_fn = std::move(sync_fn);
+  op->async_fn = std::move(async_fn);
+  op->prop = prop;
+  op->name = name;
+  op->kind = kind;
+  op->prebuilt = false;
+  b->opr = op;
+  b->ctx = ctx;
+  b->priority = priority;
+  b->profiling = false;
+
+  // One slot per var, sorted by address; duplicates within a list merge.
+  const auto n = static_cast<std::uint32_t>(const_vars.size() + mutable_vars.size());
+  b->slots.Resize(n);
+  std::uint32_t i = 0;
+  for (Var* v : const_vars) b->slots[i++] = VarSlot{v, nullptr, b, false};
+  for (Var* v : mutable_vars) b->slots[i++] = VarSlot{v, nullptr, b, true};
+  auto by_var = [](const VarSlot& a, const VarSlot& c) {
+    return a.var < c.var || (a.var == c.var && a.write < c.write);
+  };
+  if (n == 2) {
+    if (by_var(b->slots[1], b->slots[0])) std::swap(b->slots[0], b->slots[1]);
+  } else if (n > 2) {
+    std::sort(b->slots.begin(), b->slots.end(), by_var);
+  }
+  std::uint32_t out = 0;
+  for (std::uint32_t k = 0; k < n; ++k) {
+    if (out > 0 && b->slots[out - 1].var == b->slots[k].var) {
+      if (b->slots[out - 1].write != b->slots[k].write && b->slots[k].var != nullptr) {
+        RecycleBlock(b);
+        throw std::invalid_argument(
+            Named(call, "a var appears in both const_vars and mutable_vars"));
+      }
+      continue;
+    }
+    b->slots[out++] = b->slots[k];
+  }
+  b->slots.Resize(out);
+  Enqueue(b, call, kind == OprKind::kDeleteVar);
+}
+
+void ThreadedEngine::Push(OprHandle op, Context exec_ctx, int priority, bool profiling) {
+  const char* call = "Push";
+  if (op == nullptr) throw std::invalid_argument("Push: null operator");
+  if (op->magic.load(std::memory_order_relaxed) != Opr::kLive || op->engine != this) {
+    throw std::logic_error("Push: operator was deleted or belongs to another engine");
+  }
+  if (exec_ctx.dev_type != DeviceType::kCPU || exec_ctx.dev_id != 0) CheckContext(exec_ctx, call);
+  CheckPriority(priority, call);
+  if (op->pushes.fetch_add(1, std::memory_order_acq_rel) & Opr::kDeleteRequested) {
+    ReleasePush(op);
+    throw std::logic_error("Push: operator '" + OprName(op) + "' was deleted");
+  }
+  try {
+    Throttle();
+  } catch (...) {
+    ReleasePush(op);
+    throw;
+  }
+  OprBlock* b = BlockPool::Allocate();
+  b->opr = op;
+  b->ctx = exec_ctx;
+  b->priority = priority;
+  b->profiling = profiling;
+  const auto n = static_cast<std::uint32_t>(op->vars.size());
+  b->slots.Resize(n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    b->slots[i] = VarSlot{op->vars[i].first, nullptr, b, op->vars[i].second};
+  }
+  Enqueue(b, call, false);
+}
+
+void ThreadedEngine::DeleteVariable(SyncFn delete_fn, Context exec_ctx, VarHandle var) {
+  if (!delete_fn) delete_fn = [](RunContext) {};
+  // Deletions go ahead of all normal work so memory comes back promptly.
+  PushOneShot(std::move(delete_fn), nullptr, exec_ctx, {}, {var}, FnProperty::kNormal,
+              kMaxPriority + 1, "DeleteVariable", OprKind::kDeleteVar, "DeleteVariable");
+}
+
+// Locks a run-time set of vars, which the static analysis cannot follow.
+void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted)
+    NO_THREAD_SAFETY_ANALYSIS {
+  for (VarSlot& s : b->slots) {
+    try {
+      CheckVar(s.var, call);
+    } catch (...) {
+      RecycleBlock(b);
+      throw;
+    }
+  }
+  // Lock every var in address order (slots are sorted): concurrent pushes
+  // then queue on all their shared vars in the same relative order, which is
+  // what makes pushing from several threads deadlock-free and serializable.
+  for (VarSlot& s : b->slots) s.var->lock.lock();
+  for (VarSlot& s : b->slots) {
+    if (s.var->deleted) {
+      for (VarSlot& t : b->slots) t.var->lock.unlock();
+      RecycleBlock(b);
+      throw std::invalid_argument(Named(
+          call, mark_deleted ? "DeleteVariable called twice on the same var" : "var was deleted"));
+    }
+  }
+  if (mark_deleted) b->slots[0].var->deleted = true;
+  CountPush(b);
+  int ungranted = 0;
+  for (VarSlot& s : b->slots) ungranted += s.var->Append(&s) ? 0 : 1;
+  // Published to completers by the unlocks below (release).
+  b->wait.store(ungranted, std::memory_order_relaxed);
+  for (VarSlot& s : b->slots) s.var->lock.unlock();
+  if (ungranted == 0) Dispatch(b);
+}
+
+// ---------------------------------------------------------------- execution
+
+void ThreadedEngine::RunInline(OprBlock* b) {
+  for (auto* f = static_cast<InlineFrame*>(tls_inline_top); f != nullptr; f = f->prev) {
+    if (f->engine == this) {
+      b->queue_next = nullptr;
+      if (f->tail == nullptr) {
+        f->head = f->tail = b;
+      } else {
+        f->tail->queue_next = b;
+        f->tail = b;
+      }
+      return;
+    }
+  }
+  InlineFrame frame{this, static_cast<InlineFrame*>(tls_inline_top)};
+  tls_inline_top = &frame;
+  Execute(b, nullptr);
+  while (frame.head != nullptr) {
+    OprBlock* next = frame.head;
+    frame.head = next->queue_next;
+    if (frame.head == nullptr) frame.tail = nullptr;
+    Execute(next, nullptr);
+  }
+  tls_inline_top = frame.prev;
+}
+
+void ThreadedEngine::DispatchToPool(OprBlock* b, WorkerPool* pool) {
+  auto* w = static_cast<WorkerTls*>(tls_worker_raw);
+  if (w != nullptr && w->pool == pool && w->continuation == nullptr &&
+      b->priority >= pool->queue().MaxWaitingPriority()) {
+    w->continuation = b;
+    return;
+  }
+  pool->queue().Push(b);
+}
+
+void ThreadedEngine::WorkerLoop(WorkerPool& pool, void* stream) {
+  WorkerTls tls{&pool};
+  tls_worker_raw = &tls;
+  while (OprBlock* b = pool.queue().Pop()) {
+    Execute(b, stream);
+    while (tls.continuation != nullptr) {
+      OprBlock* next = tls.continuation;
+      tls.continuation = nullptr;
+      Execute(next, stream);
+    }
+  }
+  tls_worker_raw = nullptr;
+}
+
+void ThreadedEngine::Execute(OprBlock* b, void* stream) {
+  RunningScope scope(this);
+  Opr* op = b->opr;
+  const RunContext rctx{b->ctx, stream};
+  if (op->kind == OprKind::kUser && failed_var_count_.load(std::memory_order_acquire) > 0) {
+    if (FailurePtr f = FindFailure(b)) {
+      b->finish_refs.store(1, std::memory_order_relaxed);
+      Complete(b, f);  // skipped: the failure passes on to the vars it writes
+      return;
+    }
+  }
+  if (op->sync_fn) {
+    b->finish_refs.store(1, std::memory_order_relaxed);
+    std::exception_ptr error;
+    try {
+      op->sync_fn(rctx);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    Complete(b, error ? RecordFailure(error) : nullptr);
+    return;
+  }
+  b->finish_refs.store(2, std::memory_order_relaxed);
+  std::uint64_t ticket = b->ticket.fetch_add(1, std::memory_order_acq_rel) + 1;
+  try {
+    op->async_fn(rctx, MakeCallback(b, ticket));
+  } catch (...) {
+    std::exception_ptr error = std::current_exception();
+    std::uint64_t expected = ticket;
+    if (b->ticket.compare_exchange_strong(expected, ticket + 1, std::memory_order_acq_rel)) {
+      Complete(b, RecordFailure(error));
+    } else {
+      RecordFailure(error);  // thrown after its callback: only WaitForAll can report it
+    }
+  }
+  ReleaseExecution(b);
+}
+
+void ThreadedEngine::CompleteCallback(void* param, std::uint64_t ticket, std::exception_ptr error) {
+  auto* b = static_cast<OprBlock*>(param);
+  std::uint64_t expected = ticket;
+  if (!b->ticket.compare_exchange_strong(expected, ticket + 1, std::memory_order_acq_rel)) {
+    throw std::logic_error("CallbackOnComplete: callback called a second time");
+  }
+  Complete(b, error ? RecordFailure(error) : nullptr);
+}
+
+void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
+  Opr* op = b->opr;
+  const int pending_slot = b->pending_slot;
+  GrantList granted;
+  std::vector<Var*> newly_failed;
+  if (op->kind == OprKind::kDeleteVar) {
+    FreeVar(b->slots[0].var);
+  } else {
+    for (VarSlot& s : b->slots) {
+      if (!s.write) {
+        s.var->CompleteRead(&granted);
+        continue;
+      }
+      if (failure) failed_var_count_.fetch_add(1, std::memory_order_release);
+      if (s.var->CompleteWrite(failure, &granted)) {
+        newly_failed.push_back(s.var);
+      } else if (failure) {
+        failed_var_count_.fetch_sub(1, std::memory_order_release);
+      }
+    }
+  }
+  if (!newly_failed.empty()) {
+    MutexLock lock(failures_mu_);
+    failed_vars_.insert(newly_failed.begin(), newly_failed.end());
+  }
+  for (int i = 0; i < granted.size; ++i) {
+    if (granted.data[i]->Grant()) Dispatch(granted.data[i]);
+  }
+  ReleaseExecution(b);
+  FinishPending(pending_slot);
+}
+
+void ThreadedEngine::ReleaseExecution(OprBlock* b) {
+  if (b->finish_refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  Opr* op = b->opr;
+  RecycleBlock(b);
+  if (op->prebuilt) ReleasePush(op);
+}
+
+void ThreadedEngine::RecycleBlock(OprBlock* b) {
+  b->own.Clear();  // drops the closure and what it captured, now
+  b->opr = nullptr;
+  BlockPool::Free(b);
+}
+
+// ---------------------------------------------------------------- waiting
+
+void ThreadedEngine::CountPush(OprBlock* b) {
+  for (;;) {
+    const std::uint64_t g = generation_.load(std::memory_order_seq_cst);
+    const int slot = static_cast<int>(g & 1);
+    pending_[slot].fetch_add(1, std::memory_order_seq_cst);
+    if (generation_.load(std::memory_order_seq_cst) == g) {
+      b->pending_slot = static_cast<std::uint8_t>(slot);
+      return;
+    }
+    FinishPending(slot);  // a WaitForAll flipped meanwhile: count in the new generation
+  }
+}
+
+void ThreadedEngine::FinishPending(int slot) {
+  const std::int64_t before = pending_[slot].fetch_sub(1, std::memory_order_seq_cst);
+  const bool wake_idle = before == 1 && idle_waiters_.load(std::memory_order_seq_cst) > 0;
+  const bool wake_throttled = throttle_waiters_.load(std::memory_order_seq_cst) > 0;
+  if (wake_idle || wake_throttled) {
+    MutexLock lock(idle_mu_);
+    idle_cv_.notify_all();
+  }
+}
+
+void ThreadedEngine::WaitPendingZero(int slot) {
+  idle_waiters_.fetch_add(1, std::memory_order_seq_cst);
+  {
+    MutexLock lock(idle_mu_);
+    lock.Wait(idle_cv_, [&] { return pending_[slot].load(std::memory_order_seq_cst) == 0; });
+  }
+  idle_waiters_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void ThreadedEngine::Throttle() {
+  const std::size_t max = options_.max_in_flight;
+  if (max == 0 || OnOwnThread() || tls_worker_raw != nullptr) return;
+  auto in_flight = [this] {
+    return static_cast<std::size_t>(pending_[0].load(std::memory_order_seq_cst) +
+                                    pending_[1].load(std::memory_order_seq_cst));
+  };
+  if (in_flight() < max) return;
+  throttle_waiters_.fetch_add(1, std::memory_order_seq_cst);
+  {
+    MutexLock lock(idle_mu_);
+    lock.Wait(idle_cv_, [&] { return in_flight() < max; });
+  }
+  throttle_waiters_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void ThreadedEngine::WaitForAll() {
+  if (OnOwnThread()) {
+    throw std::logic_error("WaitForAll called from inside a function running on the same engine "
+                           "(it would deadlock)");
+  }
+  {
+    MutexLock lock(wait_all_mu_);
+    const std::uint64_t g = generation_.fetch_add(1, std::memory_order_seq_cst);
+    WaitPendingZero(static_cast<int>(g & 1));
+  }
+  FailurePtr first;
+  {
+    MutexLock lock(failures_mu_);
+    for (const FailurePtr& f : failure_log_) {
+      if (!f->delivered.load(std::memory_order_relaxed)) {
+        first = f;
+        break;
+      }
+    }
+    failure_log_.clear();
+    for (Var* v : failed_vars_) {
+      bool cleared = false;
+      {
+        SpinLockGuard g(v->lock);
+        if (v->failure) {
+          v->failure.reset();
+          cleared = true;
+        }
+      }
+      if (cleared) failed_var_count_.fetch_sub(1, std::memory_order_release);
+    }
+    failed_vars_.clear();
+  }
+  if (first) {
+    first->delivered.store(true, std::memory_order_relaxed);
+    std::rethrow_exception(first->error);
+  }
+}
+
+void ThreadedEngine::WaitForVar(VarHandle var) {
+  CheckVar(var, "WaitForVar");
+  if (OnOwnThread()) {
+    throw std::logic_error("WaitForVar called from inside a function running on the same engine "
+                           "(it would deadlock)");
+  }
+  FailurePtr failure;
+  bool idle;
+  {
+    SpinLockGuard g(var->lock);
+    if (var->deleted) throw std::invalid_argument("WaitForVar: var was deleted");
+    idle = var->IdleLocked();
+  }
+  if (idle) {
+    failure = TakeFailure(var);
+  } else {
+    struct Waiter {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;  // guarded by mu
+      FailurePtr failure;  // written before done, read after
+    } waiter;
+    PushOneShot(
+        [this, var, &waiter](RunContext) {
+          FailurePtr f = TakeFailure(var);
+          std::lock_guard<std::mutex> lock(waiter.mu);
+          waiter.failure = std::move(f);
+          waiter.done = true;
+          waiter.cv.notify_one();  // under the lock: the waiter cannot vanish first
+        },
+        nullptr, Context::CPU(), {var}, {}, FnProperty::kAsync, 0, "WaitForVar", OprKind::kWaitVar,
+        "WaitForVar");
+    std::unique_lock<std::mutex> lock(waiter.mu);
+    waiter.cv.wait(lock, [&] { return waiter.done; });
+    failure = std::move(waiter.failure);
+  }
+  if (failure) {
+    failure->delivered.store(true, std::memory_order_relaxed);
+    std::rethrow_exception(failure->error);
+  }
+}
+
+// ---------------------------------------------------------------- failures
+
+FailurePtr ThreadedEngine::RecordFailure(std::exception_ptr error) {
+  auto f = std::make_shared<Failure>();
+  f->error = std::move(error);
+  MutexLock lock(failures_mu_);
+  failure_log_.push_back(f);
+  return f;
+}
+
+FailurePtr ThreadedEngine::FindFailure(OprBlock* b) {
+  for (VarSlot& s : b->slots) {
+    SpinLockGuard g(s.var->lock);
+    if (s.var->failure) return s.var->failure;
+  }
+  return nullptr;
+}
+
+FailurePtr ThreadedEngine::TakeFailure(Var* v) {
+  FailurePtr f;
+  {
+    SpinLockGuard g(v->lock);
+    f = std::move(v->failure);
+    v->failure.reset();
+  }
+  if (f) failed_var_count_.fetch_sub(1, std::memory_order_release);
+  return f;
+}
+
+// ---------------------------------------------------------------- shutdown
+
+void ThreadedEngine::Drain() {
+  // Like WaitForAll, for every generation, without reporting failures.
+  // Functions may push more while we wait, so loop until both generations
+  // are empty.
+  MutexLock lock(wait_all_mu_);
+  for (;;) {
+    const std::uint64_t g = generation_.fetch_add(1, std::memory_order_seq_cst);
+    WaitPendingZero(static_cast<int>(g & 1));
+    if (pending_[0].load(std::memory_order_seq_cst) == 0 &&
+        pending_[1].load(std::memory_order_seq_cst) == 0) {
+      return;
+    }
+  }
+}
+
+}  // namespace depengine::internal

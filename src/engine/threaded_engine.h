@@ -1,0 +1,142 @@
+// ThreadedEngine: the engine core shared by the three engines. It owns the
+// dependency tracking (vars, slots, grants), the failure model, WaitForVar /
+// WaitForAll, backpressure and the worker loop; an engine kind only decides
+// where a ready block runs (Dispatch). See docs/design.md.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "common/mutex.h"
+#include "depengine/engine.h"
+#include "exec/worker_pool.h"
+#include "tracker/failure.h"
+#include "tracker/opr_block.h"
+#include "tracker/var.h"
+
+namespace depengine::internal {
+
+class ThreadedEngine : public Engine {
+ public:
+  explicit ThreadedEngine(const EngineOptions& options);
+  ~ThreadedEngine() override;
+
+  void NotifyShutdown() override { shutdown_notified_.store(true, std::memory_order_relaxed); }
+  VarHandle NewVariable() override;
+  OprHandle NewOperator(AsyncFn fn, const std::vector<VarHandle>& const_vars,
+                        const std::vector<VarHandle>& mutable_vars, FnProperty prop,
+                        const char* opr_name) override;
+  void DeleteOperator(OprHandle op) override;
+  void Push(OprHandle op, Context exec_ctx, int priority, bool profiling) override;
+  void PushAsync(AsyncFn exec_fun, Context exec_ctx, const std::vector<VarHandle>& const_vars,
+                 const std::vector<VarHandle>& mutable_vars, FnProperty prop, int priority,
+                 const char* opr_name) override;
+  void DeleteVariable(SyncFn delete_fn, Context exec_ctx, VarHandle var) override;
+  void WaitForVar(VarHandle var) override;
+  void WaitForAll() override;
+
+ protected:
+  void PushSyncImpl(SyncFn exec_fn, Context exec_ctx, const std::vector<VarHandle>& const_vars,
+                    const std::vector<VarHandle>& mutable_vars, FnProperty prop, int priority,
+                    const char* opr_name) override;
+  void CompleteCallback(void* param, std::uint64_t ticket, std::exception_ptr error) override;
+
+  // Sends a ready block where it runs. Called by whichever thread made it
+  // ready: a pusher, a worker, or a thread calling a callback.
+  virtual void Dispatch(OprBlock* b) = 0;
+
+  // Runs `b` on the calling thread now, or after the function this thread is
+  // already running inline for this engine (a trampoline: no deep recursion).
+  void RunInline(OprBlock* b);
+  // Queues `b` on `pool`, or keeps it as the calling worker's next block when
+  // that worker serves `pool` and nothing of higher priority waits there.
+  void DispatchToPool(OprBlock* b, WorkerPool* pool);
+  // The loop of every worker thread: `stream` is its device stream.
+  void WorkerLoop(WorkerPool& pool, void* stream);
+
+  // Finishes all pushed work, then destroys the pools (joining their
+  // threads). Engine kinds call it first in their destructors, while the
+  // pools they own still exist.
+  void Drain();
+
+  const EngineOptions& options() const { return options_; }
+  // Validates a context for this engine; GPU ids must be simulated or present.
+  void CheckContext(const Context& ctx, const char* call) const;
+
+ private:
+  struct WorkerTls;
+  struct InlineFrame;
+
+  void PushOneShot(SyncFn sync_fn, AsyncFn async_fn, Context ctx,
+                   const std::vector<VarHandle>& const_vars,
+                   const std::vector<VarHandle>& mutable_vars, FnProperty prop, int priority,
+                   const char* name, OprKind kind, const char* call);
+  // Checks the handles of b's slots, locks their vars in address order,
+  // queues every slot and dispatches b if all were granted. On an error
+  // nothing is queued, b is recycled and the error is thrown.
+  void Enqueue(OprBlock* b, const char* call, bool mark_deleted);
+  void Execute(OprBlock* b, void* stream);
+  // Finishes b: marks its written vars failed if `failure`, releases its
+  // vars, dispatches what that made ready.
+  void Complete(OprBlock* b, const FailurePtr& failure);
+  void ReleaseExecution(OprBlock* b);
+  void RecycleBlock(OprBlock* b);
+  void ReleasePush(Opr* op);
+  void FreeOpr(Opr* op);
+  void FreeVar(Var* v);
+
+  void CountPush(OprBlock* b);
+  void FinishPending(int slot);
+  void Throttle();
+  void WaitPendingZero(int slot);
+
+  FailurePtr RecordFailure(std::exception_ptr error);
+  FailurePtr FindFailure(OprBlock* b);
+  FailurePtr TakeFailure(Var* v);
+  void CheckVar(VarHandle v, const char* call) const;
+  void CheckPriority(int priority, const char* call) const;
+  bool OnOwnThread() const;
+
+  const EngineOptions options_;
+  const int gpu_count_;  // simulated, or present when built with CUDA
+
+  // --- WaitForAll accounting ---
+  // Pushes count in pending_[generation_ & 1]; WaitForAll bumps generation_
+  // (under wait_all_mu_) and waits for the old counter to drain, so pushes
+  // made after it started never delay it. seq_cst throughout: CountPush
+  // re-reads generation_ after its increment, and the flip-then-read in
+  // WaitForAll must see that increment or be seen by that re-read.
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<std::int64_t> pending_[2] = {0, 0};
+  // Threads waiting in WaitPendingZero or Throttle. A completer reads it
+  // (seq_cst) after its decrement and, if non-zero, notifies under idle_mu_.
+  std::atomic<int> idle_waiters_{0};
+  std::atomic<int> throttle_waiters_{0};
+  Mutex idle_mu_;
+  std::condition_variable idle_cv_;  // waited on with idle_mu_
+  Mutex wait_all_mu_;                // serializes WaitForAll's generation flips
+
+  // --- failures ---
+  // Upper bound on the vars holding a failure, so that the common no-failure
+  // path skips the per-var check. Incremented before a failure is written
+  // into a var (so a successor granted by that write sees it: the grant
+  // orders it), decremented after one is cleared. acquire/release.
+  std::atomic<int> failed_var_count_{0};
+  Mutex failures_mu_;
+  std::vector<FailurePtr> failure_log_ GUARDED_BY(failures_mu_);  // since last WaitForAll
+  std::unordered_set<Var*> failed_vars_ GUARDED_BY(failures_mu_);  // may hold cleared vars
+
+  // --- live objects, freed when the engine is destroyed ---
+  Mutex live_mu_;
+  Var* live_vars_ GUARDED_BY(live_mu_) = nullptr;  // intrusive list via Var::live_*
+  Opr* live_oprs_ GUARDED_BY(live_mu_) = nullptr;  // intrusive list via Opr::live_*
+
+  std::atomic<bool> shutdown_notified_{false};
+};
+
+}  // namespace depengine::internal

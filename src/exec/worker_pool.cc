@@ -1,0 +1,20 @@
+#include "exec/worker_pool.h"
+
+#include <utility>
+
+namespace depengine::internal {
+
+WorkerPool::WorkerPool(std::string name, int nthreads, std::function<void(WorkerPool&, int)> body)
+    : name_(std::move(name)) {
+  threads_.reserve(static_cast<std::size_t>(nthreads));
+  for (int i = 0; i < nthreads; ++i) {
+    threads_.emplace_back([this, i, body]() { body(*this, i); });
+  }
+}
+
+WorkerPool::~WorkerPool() {
+  queue_.Stop();
+  for (auto& t : threads_) t.join();
+}
+
+}  // namespace depengine::internal
