@@ -39,8 +39,15 @@ std::string OprName(const Opr* op) { return op->name != nullptr ? op->name : "<u
 // A worker thread's view of itself: which pool it serves, and the block it
 // will run next without going through the queue.
 struct ThreadedEngine::WorkerTls {
+  const ThreadedEngine* engine;
   WorkerPool* pool;
   OprBlock* continuation = nullptr;
+  // Completions not yet subtracted from engine->pending_[slot]. Batching
+  // them keeps the pending counters' cache line with the pushing thread.
+  // Flushed every kFlushEvery, before running a block of the other
+  // generation, and whenever the queue is empty (so before sleeping).
+  std::int64_t done[2] = {0, 0};
+  static constexpr std::int64_t kFlushEvery = 64;
 };
 namespace {
 thread_local void* tls_worker_raw = nullptr;  // ThreadedEngine::WorkerTls*
@@ -211,7 +218,6 @@ OprHandle ThreadedEngine::NewOperator(AsyncFn fn, const std::vector<VarHandle>& 
   op->vars = std::move(vars);
   op->prop = prop;
   op->name = opr_name;
-  op->prebuilt = true;
   op->engine = this;
   op->pushes.store(0, std::memory_order_relaxed);
   op->magic.store(Opr::kLive, std::memory_order_relaxed);
@@ -281,14 +287,15 @@ void ThreadedEngine::PushOneShot(SyncFn sync_fn, AsyncFn async_fn, Context ctx,
     Throttle();
   }
   OprBlock* b = BlockPool::Allocate();
-  Opr* op = &b->own;
-  op->sync_fn = std::move(sync_fn);
-  op->async_fn = std::move(async_fn);
-  op->prop = prop;
-  op->name = name;
-  op->kind = kind;
-  op->prebuilt = false;
-  b->opr = op;
+  if (sync_fn) {
+    b->fn.SetSync(std::move(sync_fn));
+  } else {
+    b->fn.SetAsync(std::move(async_fn));
+  }
+  b->prop = prop;
+  b->name = name;
+  b->kind = kind;
+  b->prebuilt = nullptr;
   b->ctx = ctx;
   b->priority = priority;
   b->profiling = false;
@@ -342,7 +349,10 @@ void ThreadedEngine::Push(OprHandle op, Context exec_ctx, int priority, bool pro
     throw;
   }
   OprBlock* b = BlockPool::Allocate();
-  b->opr = op;
+  b->prebuilt = op;
+  b->prop = op->prop;
+  b->name = op->name;
+  b->kind = OprKind::kUser;
   b->ctx = exec_ctx;
   b->priority = priority;
   b->profiling = profiling;
@@ -432,45 +442,57 @@ void ThreadedEngine::DispatchToPool(OprBlock* b, WorkerPool* pool) {
 }
 
 void ThreadedEngine::WorkerLoop(WorkerPool& pool, void* stream) {
-  WorkerTls tls{&pool};
+  WorkerTls tls{this, &pool};
   tls_worker_raw = &tls;
-  while (OprBlock* b = pool.queue().Pop()) {
-    Execute(b, stream);
-    while (tls.continuation != nullptr) {
-      OprBlock* next = tls.continuation;
-      tls.continuation = nullptr;
+  auto flush = [&](int slot) {
+    if (tls.done[slot] != 0) {
+      SubtractPending(slot, tls.done[slot]);
+      tls.done[slot] = 0;
+    }
+  };
+  auto flush_all = [&] {
+    flush(0);
+    flush(1);
+  };
+  while (OprBlock* b = pool.queue().Pop(flush_all)) {
+    for (OprBlock* next = b; next != nullptr;) {
+      flush(next->pending_slot ^ 1);
       Execute(next, stream);
+      next = tls.continuation;
+      tls.continuation = nullptr;
     }
   }
+  flush(0);
+  flush(1);
   tls_worker_raw = nullptr;
 }
 
 void ThreadedEngine::Execute(OprBlock* b, void* stream) {
   RunningScope scope(this);
-  Opr* op = b->opr;
   const RunContext rctx{b->ctx, stream};
-  if (op->kind == OprKind::kUser && failed_var_count_.load(std::memory_order_acquire) > 0) {
+  if (b->kind == OprKind::kUser && failed_var_count_.load(std::memory_order_acquire) > 0) {
     if (FailurePtr f = FindFailure(b)) {
       b->finish_refs.store(1, std::memory_order_relaxed);
       Complete(b, f);  // skipped: the failure passes on to the vars it writes
       return;
     }
   }
-  if (op->sync_fn) {
+  if (const SyncFn* sync = b->fn.sync()) {
     b->finish_refs.store(1, std::memory_order_relaxed);
     std::exception_ptr error;
     try {
-      op->sync_fn(rctx);
+      (*sync)(rctx);
     } catch (...) {
       error = std::current_exception();
     }
     Complete(b, error ? RecordFailure(error) : nullptr);
     return;
   }
+  const AsyncFn& async = b->prebuilt != nullptr ? b->prebuilt->async_fn : *b->fn.async();
   b->finish_refs.store(2, std::memory_order_relaxed);
   std::uint64_t ticket = b->ticket.fetch_add(1, std::memory_order_acq_rel) + 1;
   try {
-    op->async_fn(rctx, MakeCallback(b, ticket));
+    async(rctx, MakeCallback(b, ticket));
   } catch (...) {
     std::exception_ptr error = std::current_exception();
     std::uint64_t expected = ticket;
@@ -493,11 +515,10 @@ void ThreadedEngine::CompleteCallback(void* param, std::uint64_t ticket, std::ex
 }
 
 void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
-  Opr* op = b->opr;
   const int pending_slot = b->pending_slot;
   GrantList granted;
   std::vector<Var*> newly_failed;
-  if (op->kind == OprKind::kDeleteVar) {
+  if (b->kind == OprKind::kDeleteVar) {
     FreeVar(b->slots[0].var);
   } else {
     for (VarSlot& s : b->slots) {
@@ -526,14 +547,14 @@ void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
 
 void ThreadedEngine::ReleaseExecution(OprBlock* b) {
   if (b->finish_refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  Opr* op = b->opr;
+  Opr* op = b->prebuilt;
   RecycleBlock(b);
-  if (op->prebuilt) ReleasePush(op);
+  if (op != nullptr) ReleasePush(op);
 }
 
 void ThreadedEngine::RecycleBlock(OprBlock* b) {
-  b->own.Clear();  // drops the closure and what it captured, now
-  b->opr = nullptr;
+  b->fn.Reset();  // drops the closure and what it captured, now
+  b->prebuilt = nullptr;
   BlockPool::Free(b);
 }
 
@@ -548,13 +569,25 @@ void ThreadedEngine::CountPush(OprBlock* b) {
       b->pending_slot = static_cast<std::uint8_t>(slot);
       return;
     }
-    FinishPending(slot);  // a WaitForAll flipped meanwhile: count in the new generation
+    SubtractPending(slot, 1);  // a WaitForAll flipped meanwhile: count in the new generation
   }
 }
 
 void ThreadedEngine::FinishPending(int slot) {
-  const std::int64_t before = pending_[slot].fetch_sub(1, std::memory_order_seq_cst);
-  const bool wake_idle = before == 1 && idle_waiters_.load(std::memory_order_seq_cst) > 0;
+  auto* w = static_cast<WorkerTls*>(tls_worker_raw);
+  if (w != nullptr && w->engine == this) {
+    if (++w->done[slot] >= WorkerTls::kFlushEvery) {
+      SubtractPending(slot, w->done[slot]);
+      w->done[slot] = 0;
+    }
+    return;
+  }
+  SubtractPending(slot, 1);
+}
+
+void ThreadedEngine::SubtractPending(int slot, std::int64_t n) {
+  const std::int64_t before = pending_[slot].fetch_sub(n, std::memory_order_seq_cst);
+  const bool wake_idle = before == n && idle_waiters_.load(std::memory_order_seq_cst) > 0;
   const bool wake_throttled = throttle_waiters_.load(std::memory_order_seq_cst) > 0;
   if (wake_idle || wake_throttled) {
     MutexLock lock(idle_mu_);

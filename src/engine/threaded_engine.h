@@ -92,6 +92,7 @@ class ThreadedEngine : public Engine {
 
   void CountPush(OprBlock* b);
   void FinishPending(int slot);
+  void SubtractPending(int slot, std::int64_t n);
   void Throttle();
   void WaitPendingZero(int slot);
 

@@ -6,9 +6,6 @@
 namespace depengine::internal {
 namespace {
 bool LowerPriority(const OprBlock* a, const OprBlock* b) { return a->priority < b->priority; }
-// Spins before a worker sleeps: a short wait is far cheaper than a futex
-// round trip when work arrives at a high rate.
-constexpr int kSpinRounds = 64;
 }  // namespace
 
 void TaskQueue::EnqueueLocked(OprBlock* b) {
@@ -45,68 +42,58 @@ void TaskQueue::UpdateHintsLocked() {
   int top = INT_MIN;
   if (fifo_head_ != nullptr) top = 0;
   if (!heap_.empty()) top = std::max(top, heap_.front()->priority);
-  max_priority_.store(top, std::memory_order_relaxed);
+  if (max_priority_.load(std::memory_order_relaxed) != top) {
+    max_priority_.store(top, std::memory_order_relaxed);
+  }
 }
 
-void TaskQueue::Push(OprBlock* b) {
-  bool wake;
-  {
-    MutexLock lock(mu_);
-    EnqueueLocked(b);
-    size_.fetch_add(1, std::memory_order_relaxed);
-    UpdateHintsLocked();
-    wake = sleepers_ > 0;
-  }
-  if (wake) cv_.notify_one();
-}
+void TaskQueue::Push(OprBlock* b) { PushBatch(&b, 1); }
 
 void TaskQueue::PushBatch(OprBlock* const* blocks, int n) {
-  int wake;
   {
-    MutexLock lock(mu_);
+    SpinLockGuard lock(mu_);
     for (int i = 0; i < n; ++i) EnqueueLocked(blocks[i]);
-    size_.fetch_add(static_cast<std::size_t>(n), std::memory_order_relaxed);
     UpdateHintsLocked();
-    wake = std::min(sleepers_, n);
+    size_.fetch_add(static_cast<std::size_t>(n), std::memory_order_seq_cst);
   }
-  if (wake == 1) {
-    cv_.notify_one();
-  } else if (wake > 1) {
-    cv_.notify_all();
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    if (n == 1) {
+      epoch_.notify_one();
+    } else {
+      epoch_.notify_all();
+    }
   }
 }
 
-OprBlock* TaskQueue::Pop() {
-  for (int round = 0;; ++round) {
-    if (round < kSpinRounds) {
-      if (size_.load(std::memory_order_relaxed) == 0) {
-        for (int i = 0; i < 32 && size_.load(std::memory_order_relaxed) == 0; ++i) SpinLock::Pause();
-        if (round % 8 == 7) std::this_thread::yield();
-        continue;
-      }
-    }
-    MutexLock lock(mu_);
-    if (EmptyLocked()) {
-      if (stop_) return nullptr;
-      if (round < kSpinRounds) continue;
-      ++sleepers_;
-      lock.Wait(cv_, [this]() REQUIRES(mu_) { return !EmptyLocked() || stop_; });
-      --sleepers_;
-      if (EmptyLocked()) return nullptr;  // stopped
-    }
-    OprBlock* b = DequeueLocked();
+OprBlock* TaskQueue::TryDequeue() {
+  SpinLockGuard lock(mu_);
+  OprBlock* b = DequeueLocked();
+  if (b != nullptr) {
     size_.fetch_sub(1, std::memory_order_relaxed);
     UpdateHintsLocked();
-    return b;
   }
+  return b;
+}
+
+void TaskQueue::SpinWhileEmpty(int round) {
+  for (int i = 0; i < 32 && size_.load(std::memory_order_relaxed) == 0; ++i) SpinLock::Pause();
+  if (round % 8 == 7) std::this_thread::yield();
+}
+
+void TaskQueue::SleepWhileEmpty() {
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  const std::uint32_t e = epoch_.load(std::memory_order_seq_cst);
+  if (size_.load(std::memory_order_seq_cst) == 0 && !stop_.load(std::memory_order_seq_cst)) {
+    epoch_.wait(e, std::memory_order_seq_cst);
+  }
+  sleepers_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 void TaskQueue::Stop() {
-  {
-    MutexLock lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
+  stop_.store(true, std::memory_order_seq_cst);
+  epoch_.fetch_add(1, std::memory_order_seq_cst);
+  epoch_.notify_all();
 }
 
 }  // namespace depengine::internal

@@ -1,18 +1,24 @@
 // TaskQueue: the ready functions of one worker pool, highest priority first
 // and, within priority 0 (the common case), first in first out.
 //
+// The queue itself is guarded by a spin lock (critical sections are a few
+// pointer moves; a sleeping mutex made pushers and workers trade futex
+// sleeps under contention). Idle workers sleep on an event count:
+//
 // Wake-up protocol: a worker that finds the queue empty spins briefly, then
-// registers as a sleeper under mu_ and waits on cv_. A pusher enqueues under
-// mu_ and, if it saw a sleeper there, notifies after unlocking. Because the
-// sleeper count and the queue are read and written under the same mutex, a
-// push either sees the sleeper (and wakes it) or happens before the
-// sleeper's check of the queue (which then finds the item): no lost wake-up.
+// (1) increments sleepers_, (2) reads epoch_, (3) re-checks size_, and only
+// if still empty (4) waits until epoch_ changes. A pusher (a) enqueues and
+// increments size_, then (b) reads sleepers_ and, if non-zero, bumps epoch_
+// and notifies. All of (1)-(3) and (a)-(b) are seq_cst, so either the pusher
+// sees the sleeper (and its bump makes the wait return, whether it happens
+// before or after (2)), or the sleeper's (3) comes after (a) and sees the
+// item: no lost wake-up.
 #pragma once
 
 #include <atomic>
 #include <climits>
-#include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "common/mutex.h"
@@ -28,8 +34,11 @@ class TaskQueue {
   // sleepers.
   void PushBatch(OprBlock* const* blocks, int n) EXCLUDES(mu_);
   // Takes the next block, sleeping while there is none; returns nullptr once
-  // Stop() was called and the queue is empty. Worker threads only.
-  OprBlock* Pop() EXCLUDES(mu_);
+  // Stop() was called and the queue is empty. Calls `on_empty` each time it
+  // finds the queue empty, before spinning or sleeping (workers publish
+  // batched state there). Worker threads only.
+  template <class OnEmpty>
+  OprBlock* Pop(OnEmpty&& on_empty) EXCLUDES(mu_);
   // Wakes every worker; Pop returns nullptr once the queue drains.
   void Stop() EXCLUDES(mu_);
 
@@ -40,20 +49,50 @@ class TaskQueue {
   std::size_t SizeHint() const { return size_.load(std::memory_order_relaxed); }
 
  private:
+  // Spins before a worker sleeps: a short wait is far cheaper than a futex
+  // round trip when work arrives at a high rate.
+  static constexpr int kSpinRounds = 64;
+  OprBlock* TryDequeue() EXCLUDES(mu_);
+  void SpinWhileEmpty(int round);
+  void SleepWhileEmpty();
   void EnqueueLocked(OprBlock* b) REQUIRES(mu_);
   OprBlock* DequeueLocked() REQUIRES(mu_);
   void UpdateHintsLocked() REQUIRES(mu_);
   bool EmptyLocked() const REQUIRES(mu_) { return fifo_head_ == nullptr && heap_.empty(); }
 
-  Mutex mu_;
-  std::condition_variable cv_;                     // waited on with mu_
+  SpinLock mu_;
   OprBlock* fifo_head_ GUARDED_BY(mu_) = nullptr;  // priority 0, oldest first
   OprBlock* fifo_tail_ GUARDED_BY(mu_) = nullptr;
   std::vector<OprBlock*> heap_ GUARDED_BY(mu_);    // other priorities, max-heap
-  int sleepers_ GUARDED_BY(mu_) = 0;
-  bool stop_ GUARDED_BY(mu_) = false;
   std::atomic<int> max_priority_{INT_MIN};   // see MaxWaitingPriority
-  std::atomic<std::size_t> size_{0};         // see SizeHint
+  std::atomic<std::size_t> size_{0};         // blocks queued; seq_cst in the wake-up protocol
+  // Event count (see the wake-up protocol above), on its own cache line:
+  // pushers only read it in the common case.
+  alignas(64) std::atomic<int> sleepers_{0};
+  std::atomic<std::uint32_t> epoch_{0};
+  std::atomic<bool> stop_{false};            // set once by Stop()
 };
+
+template <class OnEmpty>
+OprBlock* TaskQueue::Pop(OnEmpty&& on_empty) {
+  bool reported_empty = false;
+  for (int round = 0;; ++round) {
+    if (size_.load(std::memory_order_relaxed) > 0) {
+      if (OprBlock* b = TryDequeue()) return b;
+      continue;
+    }
+    if (!reported_empty) {
+      on_empty();
+      reported_empty = true;
+    }
+    if (stop_.load(std::memory_order_acquire)) return nullptr;
+    if (round < kSpinRounds) {
+      SpinWhileEmpty(round);
+      continue;
+    }
+    SleepWhileEmpty();
+    round = 0;
+  }
+}
 
 }  // namespace depengine::internal

@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <new>
+#include <utility>
 #include <vector>
 
 #include "depengine/engine.h"
@@ -27,7 +29,7 @@ enum class OprKind : std::uint8_t {
 // A slot array that keeps its capacity when the block is recycled.
 class SlotArray {
  public:
-  static constexpr std::uint32_t kInline = 2;
+  static constexpr std::uint32_t kInline = 1;
   SlotArray() = default;
   SlotArray(const SlotArray&) = delete;
   SlotArray& operator=(const SlotArray&) = delete;
@@ -57,8 +59,52 @@ class SlotArray {
 
 }  // namespace depengine::internal
 
+namespace depengine::internal {
+
+// The function of a one-shot push: a SyncFn or an AsyncFn in one slot of
+// storage (a block stays small: it crosses from the pusher's cache to a
+// worker's on every push).
+class FnStorage {
+ public:
+  FnStorage() {}
+  FnStorage(const FnStorage&) = delete;
+  FnStorage& operator=(const FnStorage&) = delete;
+  ~FnStorage() { Reset(); }
+
+  void SetSync(SyncFn&& f) {
+    Reset();
+    new (&u_.sync) SyncFn(std::move(f));
+    state_ = kSync;
+  }
+  void SetAsync(AsyncFn&& f) {
+    Reset();
+    new (&u_.async) AsyncFn(std::move(f));
+    state_ = kAsync;
+  }
+  // Destroys the function and what its closure captured.
+  void Reset() {
+    if (state_ == kSync) u_.sync.~SyncFn();
+    if (state_ == kAsync) u_.async.~AsyncFn();
+    state_ = kEmpty;
+  }
+  const SyncFn* sync() const { return state_ == kSync ? &u_.sync : nullptr; }
+  const AsyncFn* async() const { return state_ == kAsync ? &u_.async : nullptr; }
+
+ private:
+  union U {
+    U() {}
+    ~U() {}
+    SyncFn sync;
+    AsyncFn async;
+  } u_;
+  enum : std::uint8_t { kEmpty, kSync, kAsync } state_ = kEmpty;
+};
+
+}  // namespace depengine::internal
+
 namespace depengine {
 
+// A prebuilt operator (NewOperator): pushed many times, deleted once.
 class Opr {
  public:
   static constexpr std::uint32_t kLive = 0x4f50524cu;  // "OPRL"
@@ -69,37 +115,29 @@ class Opr {
 
   Opr* pool_next = nullptr;  // owned by ObjectPool while free
 
-  // --- set before the Opr is published (NewOperator or a one-shot push);
-  //     read-only while any push of it is in flight ---
-  SyncFn sync_fn;    // exactly one of sync_fn / async_fn is set
+  // --- set by NewOperator before the handle is returned; read-only after ---
   AsyncFn async_fn;
   FnProperty prop = FnProperty::kNormal;
-  internal::OprKind kind = internal::OprKind::kUser;
-  bool prebuilt = false;
   const char* name = nullptr;
   const internal::ThreadedEngine* engine = nullptr;
-  // Prebuilt operators only: vars sorted by address, no duplicates, with
-  // their write flags.
+  // Sorted by address, no duplicates, with their write flags.
   std::vector<std::pair<Var*, bool>> vars;
-  std::atomic<std::uint32_t> magic{kDead};  // prebuilt: rejects stale handles
+  // Rejects stale handles (relaxed: best effort; `pushes` is authoritative).
+  std::atomic<std::uint32_t> magic{kDead};
 
-  // Prebuilt operators: pushes in flight, plus kDeleteRequested. Whoever
-  // moves it to exactly kDeleteRequested (no pushes left) frees the Opr.
-  // acq_rel: the freeing thread must see every push's last use of the Opr.
+  // Pushes in flight, plus kDeleteRequested. Whoever moves it to exactly
+  // kDeleteRequested (no pushes left) frees the Opr. acq_rel: the freeing
+  // thread must see every push's last use of the Opr.
   std::atomic<std::uint32_t> pushes{0};
 
-  // The engine's list of live prebuilt operators; guarded by its live_mu_.
+  // The engine's list of live operators; guarded by its live_mu_.
   Opr* live_prev = nullptr;
   Opr* live_next = nullptr;
 
-  // Drops the function (and what its closure captured).
   void Clear() {
-    sync_fn = nullptr;
     async_fn = nullptr;
     vars.clear();
     name = nullptr;
-    kind = internal::OprKind::kUser;
-    prebuilt = false;
   }
 };
 
@@ -108,38 +146,42 @@ class Opr {
 namespace depengine::internal {
 
 struct OprBlock {
-  OprBlock* pool_next = nullptr;  // owned by ObjectPool while free
+  // --- set by the pusher before the block is published; read-only after ---
+  Context ctx;
+  int priority = 0;
+  FnProperty prop = FnProperty::kNormal;
+  OprKind kind = OprKind::kUser;
+  bool profiling = false;
+  std::uint8_t pending_slot = 0;  // which WaitForAll counter counted it
+  Opr* prebuilt = nullptr;        // the operator pushed; nullptr for a one-shot push
+  const char* name = nullptr;
 
-  // Uses not yet granted, plus one held by the pusher until it has queued
-  // every slot. The thread that takes it to 0 dispatches the block.
-  // acq_rel: the dispatcher must see every grant's effects.
+  // Uses not yet granted. The thread that takes it to 0 dispatches the
+  // block. acq_rel: the dispatcher must see every grant's effects.
   std::atomic<int> wait{0};
+  // Holders of the block while it executes: the completion and, for an
+  // async function, the function's own return (a callback may finish the
+  // block while the function still runs). The last one recycles the block.
+  std::atomic<int> finish_refs{0};
+
+  // Intrusive FIFO link; guarded by the TaskQueue lock while queued, owned
+  // by the running thread in an inline trampoline.
+  OprBlock* queue_next = nullptr;
+
+  FnStorage fn;  // the function of a one-shot push
 
   // Execution epoch, for engine-made callbacks: odd while a callback may
   // finish the block; CAS from the ticket handed out to ticket+1 claims the
   // finish, so a second call fails even after the block is reused.
   std::atomic<std::uint64_t> ticket{0};
 
-  // Holders of the block while it executes: the completion and, for an
-  // async function, the function's own return (a callback may finish the
-  // block while the function still runs). The last one recycles the block.
-  std::atomic<int> finish_refs{0};
-
-  // --- set by the pusher before the block is published; read-only after ---
-  Opr* opr = nullptr;  // &own for one-shot pushes
-  Context ctx;
-  int priority = 0;
-  bool profiling = false;
-  std::uint8_t pending_slot = 0;  // which WaitForAll counter counted it
-
-  // Intrusive FIFO link; guarded by the TaskQueue mutex while queued.
-  OprBlock* queue_next = nullptr;
+  OprBlock* pool_next = nullptr;  // owned by ObjectPool while free
 
   SlotArray slots;  // sorted by var address, one per var
-  Opr own;          // the Opr of a one-shot push
 
   // Takes one grant; returns true when the block became ready.
   bool Grant() { return wait.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+  const char* DisplayName() const { return name != nullptr ? name : "<unnamed>"; }
 };
 
 }  // namespace depengine::internal

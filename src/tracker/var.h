@@ -64,34 +64,33 @@ struct GrantList {
 
 namespace depengine {
 
-class Var {
+class alignas(64) Var {
  public:
   static constexpr std::uint32_t kLive = 0x5641524cu;  // "VARL"
   static constexpr std::uint32_t kDead = 0xdeadbeefu;
 
-  // Pool link; owned by ObjectPool while the var is free.
-  Var* pool_next = nullptr;
+  // Hot fields first: one cache line holds what push and completion touch.
 
   // --- identity, checked on every use of a handle ---
   // Written when the var is made and freed; read without the lock to reject
   // stale handles early (relaxed: a best-effort check, the authoritative one
-  // is deleted_ under lock_).
+  // is `deleted` under `lock`).
   std::atomic<std::uint32_t> magic{kDead};
+  internal::SpinLock lock;
+  // --- guarded by lock ---
+  bool deleted GUARDED_BY(lock) = false;         // DeleteVariable was called
+  bool write_running GUARDED_BY(lock) = false;   // a granted, unfinished write
+  int running_reads GUARDED_BY(lock) = 0;        // granted, unfinished reads
+  internal::VarSlot* queue_head GUARDED_BY(lock) = nullptr;  // oldest waiting use
+  internal::VarSlot* queue_tail GUARDED_BY(lock) = nullptr;  // newest waiting use
   const internal::ThreadedEngine* engine = nullptr;  // set at creation, read-only after
 
+  // --- cold ---
+  internal::FailurePtr failure GUARDED_BY(lock);  // set by a failed writer
+  Var* pool_next = nullptr;  // owned by ObjectPool while the var is free
   // The engine's list of live vars; guarded by the engine's live_mu_.
   Var* live_prev = nullptr;
   Var* live_next = nullptr;
-
-  internal::SpinLock lock;
-
-  // --- guarded by lock ---
-  bool deleted GUARDED_BY(lock) = false;         // DeleteVariable was called
-  int running_reads GUARDED_BY(lock) = 0;        // granted, unfinished reads
-  bool write_running GUARDED_BY(lock) = false;   // a granted, unfinished write
-  internal::VarSlot* queue_head GUARDED_BY(lock) = nullptr;  // oldest waiting use
-  internal::VarSlot* queue_tail GUARDED_BY(lock) = nullptr;  // newest waiting use
-  internal::FailurePtr failure GUARDED_BY(lock);  // set by a failed writer
 
   // Resets a pooled var for a new life in `owner`.
   void Init(const internal::ThreadedEngine* owner) NO_THREAD_SAFETY_ANALYSIS;

@@ -1,0 +1,351 @@
+// NDArray: storage with one engine var, operations pushed to the engine,
+// storage freed through DeleteVariable.
+#include "depengine/ndarray.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "depengine/resource.h"
+#include "operators/engine_util.h"
+#include "operators/kernels.h"
+
+namespace depengine {
+
+// The storage of one or more NDArrays. Immutable after construction; the
+// memory it points to is touched only by engine functions that list `var`
+// (or by a caller after waiting for `var`).
+struct NDArray::Chunk {
+  std::shared_ptr<Engine> engine_ref;  // set when built on Engine::Get()
+  Engine* engine = nullptr;
+  VarHandle var = nullptr;
+  void* dptr = nullptr;
+  std::size_t bytes = 0;
+  Context ctx;
+
+  Chunk(Engine* e, Context c, std::size_t nbytes) : engine(e), bytes(nbytes), ctx(c) {
+    if (engine == nullptr) {
+      engine_ref = Engine::_GetSharedRef();
+      engine = engine_ref.get();
+    }
+    const std::size_t rounded = (nbytes + 63) / 64 * 64;
+    dptr = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    if (dptr == nullptr) throw std::bad_alloc();
+    var = engine->NewVariable();
+  }
+  // Frees the memory after every function already pushed on `var`: the
+  // engine runs the deleter only once they have all finished.
+  ~Chunk() {
+    void* p = dptr;
+    engine->DeleteVariable([p](RunContext) { std::free(p); }, ctx, var);
+  }
+  Chunk(const Chunk&) = delete;
+  Chunk& operator=(const Chunk&) = delete;
+};
+
+namespace {
+
+void CheckContext(Context ctx, const char* who) {
+  if (ctx.dev_type == DeviceType::kGPU) {
+    throw std::invalid_argument(std::string(who) +
+                                ": GPU storage is not supported in this build (CPU only)");
+  }
+}
+
+void CheckDefined(const NDArray& a, const char* who) {
+  if (a.is_none()) throw std::invalid_argument(std::string(who) + ": the array is empty");
+}
+
+// Raises unless lhs and rhs can be combined elementwise.
+void CheckSame(const NDArray& lhs, const NDArray& rhs, const char* op) {
+  CheckDefined(lhs, op);
+  CheckDefined(rhs, op);
+  if (lhs.shape() != rhs.shape()) {
+    throw std::invalid_argument(std::string(op) + ": shapes " + lhs.shape().ToString() + " and " +
+                                rhs.shape().ToString() + " differ");
+  }
+  if (lhs.dtype() != rhs.dtype()) {
+    throw std::invalid_argument(std::string(op) + ": types " + TypeName(lhs.dtype()) + " and " +
+                                TypeName(rhs.dtype()) + " differ");
+  }
+  if (lhs.ctx() != rhs.ctx()) {
+    throw std::invalid_argument(std::string(op) + ": the arrays are on different contexts");
+  }
+  if (lhs.engine() != rhs.engine()) {
+    throw std::invalid_argument(std::string(op) + ": the arrays belong to different engines");
+  }
+}
+
+// Pushes `fn` reading `reads` and writing `writes` on their engine.
+void PushArrays(const char* name, Engine* engine, Context ctx, SyncFn fn,
+                std::initializer_list<const NDArray*> reads,
+                std::initializer_list<const NDArray*> writes, int priority = 0) {
+  internal::VarLists vars;
+  for (const NDArray* a : reads) vars.Read(a->var());
+  for (const NDArray* a : writes) vars.Write(a->var());
+  vars.Finish();
+  engine->PushSync(std::move(fn), ctx, vars.reads(), vars.writes(), FnProperty::kNormal, priority,
+                   name);
+}
+
+template <class F>
+void BinaryInto(const NDArray& lhs, const NDArray& rhs, NDArray* out, const char* name, F f) {
+  CheckSame(lhs, rhs, name);
+  const TBlob a = lhs.data(), b = rhs.data(), o = out->data();
+  PushArrays(
+      name, out->engine(), out->ctx(),
+      [a, b, o, f](RunContext) { internal::BinaryMap(a, b, o, kWriteTo, f); }, {&lhs, &rhs},
+      {out});
+}
+
+template <class F>
+void UnaryInto(const NDArray& in, NDArray* out, const char* name, F f) {
+  CheckDefined(in, name);
+  const TBlob a = in.data(), o = out->data();
+  PushArrays(
+      name, out->engine(), out->ctx(), [a, o, f](RunContext) { internal::UnaryMap(a, o, kWriteTo, f); },
+      {&in}, {out});
+}
+
+NDArray Like(const NDArray& a) { return NDArray(a.shape(), a.ctx(), a.engine(), a.dtype()); }
+
+template <class F>
+NDArray BinaryNew(const NDArray& lhs, const NDArray& rhs, const char* name, F f) {
+  CheckSame(lhs, rhs, name);
+  NDArray out = Like(lhs);
+  BinaryInto(lhs, rhs, &out, name, f);
+  return out;
+}
+
+template <class F>
+NDArray UnaryNew(const NDArray& in, const char* name, F f) {
+  CheckDefined(in, name);
+  NDArray out = Like(in);
+  UnaryInto(in, &out, name, f);
+  return out;
+}
+
+}  // namespace
+
+NDArray::NDArray(const TShape& shape, Context ctx, Engine* engine, int dtype)
+    : shape_(shape), dtype_(dtype) {
+  CheckContext(ctx, "NDArray");
+  if (!shape.known() || shape.Size() <= 0) {
+    throw std::invalid_argument("NDArray: cannot allocate shape " + shape.ToString());
+  }
+  const std::size_t bytes = static_cast<std::size_t>(shape.Size()) * TypeSize(dtype);
+  ptr_ = std::make_shared<Chunk>(engine, ctx, bytes);
+}
+
+Context NDArray::ctx() const { return ptr_ ? ptr_->ctx : Context::CPU(); }
+Engine* NDArray::engine() const { return ptr_ ? ptr_->engine : nullptr; }
+VarHandle NDArray::var() const { return ptr_ ? ptr_->var : nullptr; }
+
+TBlob NDArray::data() const {
+  if (!ptr_) return TBlob();
+  char* base = static_cast<char*>(ptr_->dptr) + offset_ * TypeSize(dtype_);
+  return TBlob(base, shape_, dtype_, ptr_->ctx);
+}
+
+void NDArray::WaitToRead() const {
+  if (ptr_) ptr_->engine->WaitForVar(ptr_->var);
+}
+
+// WaitForVar already waits for readers as well as writers, so waiting to
+// write needs nothing more than waiting to read.
+void NDArray::WaitToWrite() const { WaitToRead(); }
+
+NDArray NDArray::Reshape(const TShape& shape) const {
+  CheckDefined(*this, "NDArray::Reshape");
+  if (shape.Size() != shape_.Size()) {
+    throw std::invalid_argument("NDArray::Reshape: cannot view " + shape_.ToString() + " as " +
+                                shape.ToString());
+  }
+  NDArray v = *this;
+  v.shape_ = shape;
+  return v;
+}
+
+NDArray NDArray::Slice(TShape::index_t begin, TShape::index_t end) const {
+  CheckDefined(*this, "NDArray::Slice");
+  if (begin < 0 || end <= begin || end > shape_[0]) {
+    throw std::invalid_argument("NDArray::Slice: rows [" + std::to_string(begin) + ", " +
+                                std::to_string(end) + ") outside " + shape_.ToString());
+  }
+  NDArray v = *this;
+  const std::size_t row = static_cast<std::size_t>(shape_.ProdShape(1, shape_.ndim()));
+  v.offset_ += static_cast<std::size_t>(begin) * row;
+  v.shape_[0] = end - begin;
+  return v;
+}
+
+void NDArray::SyncCopyFromCPUImpl(const void* src, std::size_t n, int dtype) {
+  CheckDefined(*this, "NDArray::SyncCopyFromCPU");
+  if (dtype != dtype_ || n != Size()) {
+    throw std::invalid_argument(std::string("NDArray::SyncCopyFromCPU: got ") + std::to_string(n) +
+                                " " + TypeName(dtype) + " elements for a " + TypeName(dtype_) +
+                                " array of shape " + shape_.ToString());
+  }
+  void* dst = data().dptr_;
+  const std::size_t bytes = n * TypeSize(dtype);
+  PushArrays(
+      "SyncCopyFromCPU", engine(), ctx(), [dst, src, bytes](RunContext) { std::memcpy(dst, src, bytes); },
+      {}, {this});
+  WaitToRead();
+}
+
+void NDArray::SyncCopyToCPUImpl(void* dst, std::size_t n, int dtype) const {
+  CheckDefined(*this, "NDArray::SyncCopyToCPU");
+  if (dtype != dtype_ || n != Size()) {
+    throw std::invalid_argument(std::string("NDArray::SyncCopyToCPU: asked for ") +
+                                std::to_string(n) + " " + TypeName(dtype) + " elements of a " +
+                                TypeName(dtype_) + " array of shape " + shape_.ToString());
+  }
+  WaitToRead();
+  std::memcpy(dst, data().dptr_, n * TypeSize(dtype));
+}
+
+NDArray NDArray::Copy() const {
+  CheckDefined(*this, "NDArray::Copy");
+  NDArray out = Like(*this);
+  CopyFromTo(*this, &out);
+  return out;
+}
+
+NDArray& NDArray::operator=(double value) {
+  CheckDefined(*this, "NDArray::operator=");
+  const TBlob o = data();
+  PushArrays(
+      "fill", engine(), ctx(),
+      [o, value](RunContext) {
+        SwitchType(o.type_flag_, [&](auto tag) {
+          using T = decltype(tag);
+          T* p = o.dptr<T>();
+          for (std::size_t i = 0, n = o.Size(); i < n; ++i) p[i] = static_cast<T>(value);
+        });
+      },
+      {}, {this});
+  return *this;
+}
+
+NDArray& NDArray::operator+=(const NDArray& rhs) {
+  BinaryInto(*this, rhs, this, "NDArray::operator+=", internal::Plus{});
+  return *this;
+}
+NDArray& NDArray::operator-=(const NDArray& rhs) {
+  BinaryInto(*this, rhs, this, "NDArray::operator-=", internal::Minus{});
+  return *this;
+}
+NDArray& NDArray::operator*=(const NDArray& rhs) {
+  BinaryInto(*this, rhs, this, "NDArray::operator*=", internal::Mul{});
+  return *this;
+}
+NDArray& NDArray::operator/=(const NDArray& rhs) {
+  BinaryInto(*this, rhs, this, "NDArray::operator/=", internal::Div{});
+  return *this;
+}
+NDArray& NDArray::operator+=(double s) {
+  UnaryInto(*this, this, "NDArray::operator+=", [s](auto a) { return a + s; });
+  return *this;
+}
+NDArray& NDArray::operator-=(double s) {
+  UnaryInto(*this, this, "NDArray::operator-=", [s](auto a) { return a - s; });
+  return *this;
+}
+NDArray& NDArray::operator*=(double s) {
+  UnaryInto(*this, this, "NDArray::operator*=", [s](auto a) { return a * s; });
+  return *this;
+}
+NDArray& NDArray::operator/=(double s) {
+  UnaryInto(*this, this, "NDArray::operator/=", [s](auto a) { return a / s; });
+  return *this;
+}
+
+NDArray operator+(const NDArray& l, const NDArray& r) { return BinaryNew(l, r, "operator+", internal::Plus{}); }
+NDArray operator-(const NDArray& l, const NDArray& r) { return BinaryNew(l, r, "operator-", internal::Minus{}); }
+NDArray operator*(const NDArray& l, const NDArray& r) { return BinaryNew(l, r, "operator*", internal::Mul{}); }
+NDArray operator/(const NDArray& l, const NDArray& r) { return BinaryNew(l, r, "operator/", internal::Div{}); }
+NDArray operator+(const NDArray& l, double s) {
+  return UnaryNew(l, "operator+", [s](auto a) { return a + s; });
+}
+NDArray operator-(const NDArray& l, double s) {
+  return UnaryNew(l, "operator-", [s](auto a) { return a - s; });
+}
+NDArray operator*(const NDArray& l, double s) {
+  return UnaryNew(l, "operator*", [s](auto a) { return a * s; });
+}
+NDArray operator/(const NDArray& l, double s) {
+  return UnaryNew(l, "operator/", [s](auto a) { return a / s; });
+}
+NDArray operator+(double s, const NDArray& r) { return r + s; }
+NDArray operator-(double s, const NDArray& r) {
+  return UnaryNew(r, "operator-", [s](auto a) { return s - a; });
+}
+NDArray operator*(double s, const NDArray& r) { return r * s; }
+NDArray operator/(double s, const NDArray& r) {
+  return UnaryNew(r, "operator/", [s](auto a) { return s / a; });
+}
+
+void CopyFromTo(const NDArray& from, NDArray* to, int priority) {
+  CheckDefined(from, "CopyFromTo");
+  CheckDefined(*to, "CopyFromTo");
+  if (from.shape() != to->shape() || from.dtype() != to->dtype()) {
+    throw std::invalid_argument("CopyFromTo: cannot copy a " + std::string(TypeName(from.dtype())) +
+                                " array of shape " + from.shape().ToString() + " into a " +
+                                TypeName(to->dtype()) + " array of shape " + to->shape().ToString());
+  }
+  if (from.engine() != to->engine()) {
+    throw std::invalid_argument("CopyFromTo: the arrays belong to different engines");
+  }
+  const TBlob a = from.data(), o = to->data();
+  const std::size_t bytes = a.Size() * TypeSize(a.type_flag_);
+  // memmove: two slices of one storage may overlap.
+  PushArrays(
+      "CopyFromTo", to->engine(), to->ctx(),
+      [a, o, bytes](RunContext) { std::memmove(o.dptr_, a.dptr_, bytes); }, {&from}, {to}, priority);
+}
+
+namespace {
+
+template <class F>
+void Sample(NDArray* out, ResourceManager* rm, const char* name, F draw) {
+  CheckDefined(*out, name);
+  if (rm == nullptr) rm = ResourceManager::Get();
+  if (rm->engine() != out->engine()) {
+    throw std::invalid_argument(std::string(name) +
+                                ": the resource manager and the array belong to different engines");
+  }
+  const Resource r = rm->Request(out->ctx(), ResourceRequest::kRandom);
+  const TBlob o = out->data();
+  internal::VarLists vars;
+  vars.Write(out->var());
+  vars.Write(r.var);
+  vars.Finish();
+  out->engine()->PushSync(
+      [o, r, draw](RunContext) {
+        SwitchType(o.type_flag_, [&](auto tag) {
+          using T = decltype(tag);
+          draw(r.get_random(), o.dptr<T>(), o.Size());
+        });
+      },
+      out->ctx(), vars.reads(), vars.writes(), FnProperty::kNormal, 0, name);
+}
+
+}  // namespace
+
+void SampleUniform(double lo, double hi, NDArray* out, ResourceManager* rm) {
+  Sample(out, rm, "SampleUniform", [lo, hi](RandomGenerator* g, auto* p, std::size_t n) {
+    using T = std::remove_pointer_t<decltype(p)>;
+    g->SampleUniform(p, n, static_cast<T>(lo), static_cast<T>(hi));
+  });
+}
+
+void SampleGaussian(double mean, double stddev, NDArray* out, ResourceManager* rm) {
+  Sample(out, rm, "SampleGaussian", [mean, stddev](RandomGenerator* g, auto* p, std::size_t n) {
+    using T = std::remove_pointer_t<decltype(p)>;
+    g->SampleGaussian(p, n, static_cast<T>(mean), static_cast<T>(stddev));
+  });
+}
+
+}  // namespace depengine

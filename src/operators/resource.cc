@@ -1,0 +1,162 @@
+// ResourceManager: per-device random generators and temporary buffers, each
+// guarded by its own engine var.
+#include "depengine/resource.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace depengine {
+namespace internal {
+
+// What a Resource points to. Touched only by the functions that write the
+// resource's var (and by the manager when it creates it, before any such
+// function exists).
+struct ResourceState {
+  RandomGenerator random;          // kRandom
+  void* space = nullptr;           // kTempSpace: 64-byte aligned buffer
+  std::size_t space_bytes = 0;     // its capacity
+
+  ResourceState() = default;
+  ResourceState(const ResourceState&) = delete;
+  ResourceState& operator=(const ResourceState&) = delete;
+  ~ResourceState() { std::free(space); }
+};
+
+}  // namespace internal
+
+namespace {
+
+// The seed of device `ctx`'s generator for the manager seed `seed`.
+std::uint32_t DeviceSeed(std::uint32_t seed, Context ctx) {
+  constexpr std::uint32_t kRandMagic = 127;  // as MXNet's resource.cc
+  return seed * kRandMagic + static_cast<std::uint32_t>(ctx.dev_type) * 65537u +
+         static_cast<std::uint32_t>(ctx.dev_id);
+}
+
+}  // namespace
+
+RandomGenerator* Resource::get_random(void*) const {
+  if (req.type != ResourceRequest::kRandom || ptr_ == nullptr) {
+    throw std::logic_error("Resource::get_random: this resource is not a random generator");
+  }
+  return &ptr_->random;
+}
+
+void* Resource::get_space_bytes(std::size_t bytes) const {
+  if (req.type != ResourceRequest::kTempSpace || ptr_ == nullptr) {
+    throw std::logic_error("Resource::get_space: this resource is not temporary space");
+  }
+  if (ptr_->space_bytes < bytes) {
+    std::free(ptr_->space);
+    ptr_->space = nullptr;
+    ptr_->space_bytes = 0;
+    const std::size_t rounded = (bytes + 63) / 64 * 64;
+    ptr_->space = std::aligned_alloc(64, rounded);
+    if (ptr_->space == nullptr) throw std::bad_alloc();
+    ptr_->space_bytes = rounded;
+  }
+  return ptr_->space;
+}
+
+TBlob Resource::get_space(const TShape& shape, int type, void* stream) const {
+  (void)stream;
+  void* p = get_space_bytes(static_cast<std::size_t>(shape.Size()) * TypeSize(type));
+  return TBlob(p, shape, type, Context::CPU());
+}
+
+// The resources of one device.
+struct DeviceResources {
+  Context ctx;
+  Resource random;
+  std::vector<Resource> temp;
+  std::size_t next_temp = 0;  // the temp buffer Request hands out next
+};
+
+struct ResourceManager::Impl {
+  std::mutex mu;
+  // Keyed by (device type, device id). Guarded by mu; Resource values are
+  // immutable once made, so they may be copied out and used without mu.
+  std::map<std::pair<int, int>, DeviceResources> devices;
+  std::uint32_t seed = 0;  // guarded by mu
+};
+
+ResourceManager::ResourceManager(Engine* engine, ResourceOptions options)
+    : engine_(engine), options_(options), impl_(std::make_unique<Impl>()) {
+  if (engine_ == nullptr) {
+    engine_ref_ = Engine::_GetSharedRef();
+    engine_ = engine_ref_.get();
+  }
+  if (options_.temp_space_copies < 1) {
+    throw std::invalid_argument("ResourceManager: temp_space_copies must be >= 1, got " +
+                                std::to_string(options_.temp_space_copies));
+  }
+  impl_->seed = options_.seed;
+}
+
+ResourceManager::~ResourceManager() {
+  // Each state is deleted by the var's deleter, after the last function
+  // that uses it.
+  auto release = [this](const DeviceResources& d, const Resource& r) {
+    internal::ResourceState* s = r.ptr_;
+    engine_->DeleteVariable([s](RunContext) { delete s; }, d.ctx, r.var);
+  };
+  for (auto& [key, d] : impl_->devices) {
+    release(d, d.random);
+    for (const Resource& r : d.temp) release(d, r);
+  }
+}
+
+Resource ResourceManager::Request(Context ctx, const ResourceRequest& req) {
+  if (ctx.dev_type == DeviceType::kGPU) {
+    throw std::invalid_argument("ResourceManager::Request: GPU resources are not supported in this "
+                                "build (CPU only)");
+  }
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  const auto key = std::make_pair(static_cast<int>(ctx.dev_type), ctx.dev_id);
+  auto it = impl_->devices.find(key);
+  if (it == impl_->devices.end()) {
+    DeviceResources d;
+    d.ctx = ctx;
+    auto make = [&](ResourceRequest::Type type, std::int32_t id) {
+      Resource r;
+      r.req = ResourceRequest(type);
+      r.id = id;
+      r.ptr_ = new internal::ResourceState();
+      r.var = engine_->NewVariable();
+      return r;
+    };
+    d.random = make(ResourceRequest::kRandom, 0);
+    // No function uses the new var yet, so seeding here races with nothing.
+    d.random.ptr_->random.Seed(DeviceSeed(impl_->seed, ctx));
+    for (int i = 0; i < options_.temp_space_copies; ++i) {
+      d.temp.push_back(make(ResourceRequest::kTempSpace, i));
+    }
+    it = impl_->devices.emplace(key, std::move(d)).first;
+  }
+  DeviceResources& d = it->second;
+  if (req.type == ResourceRequest::kRandom) return d.random;
+  const Resource r = d.temp[d.next_temp];
+  d.next_temp = (d.next_temp + 1) % d.temp.size();
+  return r;
+}
+
+void ResourceManager::SeedRandom(std::uint32_t seed) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->seed = seed;
+  for (auto& [key, d] : impl_->devices) {
+    internal::ResourceState* s = d.random.ptr_;
+    const std::uint32_t device_seed = DeviceSeed(seed, d.ctx);
+    engine_->PushSync([s, device_seed](RunContext) { s->random.Seed(device_seed); }, d.ctx, {},
+                      {d.random.var}, FnProperty::kNormal, 0, "SeedRandom");
+  }
+}
+
+ResourceManager* ResourceManager::Get() {
+  static ResourceManager manager(nullptr);
+  return &manager;
+}
+
+}  // namespace depengine
