@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
           libgtest-dev libgmock-dev libbenchmark-dev
-          libopenblas-dev liblapacke-dev graphviz gnuplot)
+          libopenblas-dev liblapacke-dev graphviz gnuplot nlohmann-json3-dev)
 if [[ "${1:-}" == "--peers" ]]; then
   packages+=(libomp-dev libstarpu-dev libtbb-dev)
 fi

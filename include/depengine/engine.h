@@ -12,6 +12,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace depengine {
@@ -217,6 +218,10 @@ struct EngineOptions {
   // Lets the per-device routing be tested without a GPU. Environment:
   // DEPENGINE_SIMULATED_GPUS.
   int simulated_gpus = 0;
+  // When set, the engine records every function and writes a Chrome trace
+  // here when it is destroyed (see depengine/profiler.h). Environment:
+  // DEPENGINE_PROFILE.
+  std::string profile_path;
 
   // Reads DEPENGINE_ENGINE_TYPE (NaiveEngine, ThreadedEnginePooled or its
   // alias ThreadedEngine, ThreadedEnginePerDevice),

@@ -48,6 +48,7 @@ EngineOptions EngineOptions::FromEnv() {
   ReadCount("DEPENGINE_GPU_COPY_NTHREADS", &o.gpu_copy_threads);
   ReadCount("DEPENGINE_MAX_IN_FLIGHT", &o.max_in_flight);
   ReadCount("DEPENGINE_SIMULATED_GPUS", &o.simulated_gpus);
+  if (const char* s = std::getenv("DEPENGINE_PROFILE"); s != nullptr) o.profile_path = s;
   return o;
 }
 

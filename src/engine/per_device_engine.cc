@@ -65,7 +65,7 @@ class PerDeviceEngine final : public ThreadedEngine {
     if (p == nullptr) {
       const int n = options().cpu_priority_threads > 0 ? options().cpu_priority_threads : 2;
       owned_.push_back(std::make_unique<WorkerPool>(
-          "cpu/priority", n, [this](WorkerPool& pool, int) { WorkerLoop(pool, nullptr); }));
+          "cpu/priority", n, [this](WorkerPool& pool, int i) { WorkerLoop(pool, i, nullptr); }));
       p = owned_.back().get();
       priority_.store(p, std::memory_order_release);
     }
@@ -81,7 +81,7 @@ class PerDeviceEngine final : public ThreadedEngine {
     int threads = 0;
     switch (kind) {
       case kCpuNormal:
-        name = "cpu" + std::to_string(dev_id) + "/normal";
+        name = dev_id == 0 ? "cpu/normal" : "cpu" + std::to_string(dev_id) + "/normal";
         threads = o.cpu_worker_threads > 0 ? o.cpu_worker_threads : DefaultCpuWorkers();
         break;
       case kGpuNormal:
@@ -95,9 +95,9 @@ class PerDeviceEngine final : public ThreadedEngine {
     }
     const bool real_gpu = kind != kCpuNormal && o.simulated_gpus == 0;
     owned_.push_back(std::make_unique<WorkerPool>(
-        name, threads, [this, real_gpu, dev_id](WorkerPool& pool, int) {
+        name, threads, [this, real_gpu, dev_id](WorkerPool& pool, int i) {
           void* stream = real_gpu ? gpu::CreateStream(dev_id) : nullptr;
-          WorkerLoop(pool, stream);
+          WorkerLoop(pool, i, stream);
           gpu::DestroyStream(stream);
         }));
     p = owned_.back().get();

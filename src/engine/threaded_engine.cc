@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -67,7 +68,9 @@ thread_local void* tls_inline_top = nullptr;  // ThreadedEngine::InlineFrame*
 
 ThreadedEngine::ThreadedEngine(const EngineOptions& options)
     : options_(options),
-      gpu_count_(options.simulated_gpus > 0 ? options.simulated_gpus : gpu::DeviceCount()) {
+      gpu_count_(options.simulated_gpus > 0 ? options.simulated_gpus : gpu::DeviceCount()),
+      profiler_(std::make_unique<Profiler>()) {
+  profile_all_.store(!options.profile_path.empty(), std::memory_order_relaxed);
   if (options.cpu_worker_threads < 0 || options.cpu_priority_threads < 0 ||
       options.gpu_worker_threads < 0 || options.gpu_copy_threads < 0 || options.simulated_gpus < 0) {
     throw std::invalid_argument("CreateEngine: thread counts and simulated_gpus must be >= 0");
@@ -75,8 +78,15 @@ ThreadedEngine::ThreadedEngine(const EngineOptions& options)
 }
 
 ThreadedEngine::~ThreadedEngine() {
-  // Engine kinds drained and joined their pools already; free what the
-  // program left alive.
+  // Engine kinds drained and joined their pools already: every record is
+  // final. Then free what the program left alive.
+  if (!options_.profile_path.empty()) {
+    try {
+      profiler_->WriteTrace(options_.profile_path);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "depengine: DEPENGINE_PROFILE: %s\n", e.what());
+    }
+  }
   MutexLock lock(live_mu_);
   while (live_oprs_ != nullptr) {
     Opr* op = live_oprs_;
@@ -149,8 +159,10 @@ void ThreadedEngine::CheckVar(VarHandle v, const char* call) const {
 // ---------------------------------------------------------------- vars and operators
 
 VarHandle ThreadedEngine::NewVariable() {
+  static std::atomic<std::uint64_t> next_profile_id{0};
   Var* v = VarPool::Allocate();
   v->Init(this);
+  v->profile_id = next_profile_id.fetch_add(1, std::memory_order_relaxed);
   MutexLock lock(live_mu_);
   v->live_prev = nullptr;
   v->live_next = live_vars_;
@@ -382,6 +394,10 @@ void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted)
       throw;
     }
   }
+  b->profile = (b->profiling || profile_all_.load(std::memory_order_relaxed)) &&
+                       b->kind != OprKind::kWaitVar
+                   ? profiler_->Begin(*b)
+                   : nullptr;
   // Lock every var in address order (slots are sorted): concurrent pushes
   // then queue on all their shared vars in the same relative order, which is
   // what makes pushing from several threads deadlock-free and serializable.
@@ -401,7 +417,10 @@ void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted)
   // Published to completers by the unlocks below (release).
   b->wait.store(ungranted, std::memory_order_relaxed);
   for (VarSlot& s : b->slots) s.var->lock.unlock();
-  if (ungranted == 0) Dispatch(b);
+  if (ungranted == 0) {
+    if (b->profile != nullptr) Profiler::MarkReady(b->profile);
+    Dispatch(b);
+  }
 }
 
 // ---------------------------------------------------------------- execution
@@ -441,7 +460,8 @@ void ThreadedEngine::DispatchToPool(OprBlock* b, WorkerPool* pool) {
   pool->queue().Push(b);
 }
 
-void ThreadedEngine::WorkerLoop(WorkerPool& pool, void* stream) {
+void ThreadedEngine::WorkerLoop(WorkerPool& pool, int index, void* stream) {
+  Profiler::NameThisThread(pool.name() + "/" + std::to_string(index));
   WorkerTls tls{this, &pool};
   tls_worker_raw = &tls;
   auto flush = [&](int slot) {
@@ -470,8 +490,18 @@ void ThreadedEngine::WorkerLoop(WorkerPool& pool, void* stream) {
 void ThreadedEngine::Execute(OprBlock* b, void* stream) {
   RunningScope scope(this);
   const RunContext rctx{b->ctx, stream};
+  if (b->profile != nullptr) {
+    auto* w = static_cast<WorkerTls*>(tls_worker_raw);
+    const bool queued = w != nullptr && w->engine == this;
+    profiler_->MarkStart(b->profile,
+                         pending_[0].load(std::memory_order_relaxed) +
+                             pending_[1].load(std::memory_order_relaxed),
+                         queued ? w->pool->name().c_str() : nullptr,
+                         queued ? static_cast<std::int64_t>(w->pool->queue().SizeHint()) : -1);
+  }
   if (b->kind == OprKind::kUser && failed_var_count_.load(std::memory_order_acquire) > 0) {
     if (FailurePtr f = FindFailure(b)) {
+      if (b->profile != nullptr) b->profile->skipped = true;
       b->finish_refs.store(1, std::memory_order_relaxed);
       Complete(b, f);  // skipped: the failure passes on to the vars it writes
       return;
@@ -484,6 +514,7 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
       (*sync)(rctx);
     } catch (...) {
       error = std::current_exception();
+      if (b->profile != nullptr) b->profile->failed = true;
     }
     Complete(b, error ? RecordFailure(error) : nullptr);
     return;
@@ -522,24 +553,42 @@ void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
     FreeVar(b->slots[0].var);
   } else {
     for (VarSlot& s : b->slots) {
+      const int granted_before = granted.size;
       if (!s.write) {
         s.var->CompleteRead(&granted);
-        continue;
+      } else {
+        if (failure) failed_var_count_.fetch_add(1, std::memory_order_release);
+        if (s.var->CompleteWrite(failure, &granted)) {
+          newly_failed.push_back(s.var);
+        } else if (failure) {
+          failed_var_count_.fetch_sub(1, std::memory_order_release);
+        }
       }
-      if (failure) failed_var_count_.fetch_add(1, std::memory_order_release);
-      if (s.var->CompleteWrite(failure, &granted)) {
-        newly_failed.push_back(s.var);
-      } else if (failure) {
-        failed_var_count_.fetch_sub(1, std::memory_order_release);
+      if (b->profile != nullptr) {
+        // The owners just granted cannot run before Grant() below: safe to read.
+        for (int i = granted_before; i < granted.size; ++i) {
+          if (granted.data[i]->profile != nullptr) {
+            b->profile->released.emplace_back(granted.data[i]->profile->seq, s.var->profile_id);
+          }
+        }
       }
     }
+  }
+  if (b->profile != nullptr) {
+    if (failure && !b->profile->skipped) b->profile->failed = true;
+    profiler_->Finish(b->profile);
+    b->profile = nullptr;
   }
   if (!newly_failed.empty()) {
     MutexLock lock(failures_mu_);
     failed_vars_.insert(newly_failed.begin(), newly_failed.end());
   }
   for (int i = 0; i < granted.size; ++i) {
-    if (granted.data[i]->Grant()) Dispatch(granted.data[i]);
+    OprBlock* g = granted.data[i];
+    if (g->Grant()) {
+      if (g->profile != nullptr) Profiler::MarkReady(g->profile);
+      Dispatch(g);
+    }
   }
   ReleaseExecution(b);
   FinishPending(pending_slot);
@@ -553,6 +602,8 @@ void ThreadedEngine::ReleaseExecution(OprBlock* b) {
 }
 
 void ThreadedEngine::RecycleBlock(OprBlock* b) {
+  delete b->profile;  // only set when a push failed after Begin
+  b->profile = nullptr;
   b->fn.Reset();  // drops the closure and what it captured, now
   b->prebuilt = nullptr;
   BlockPool::Free(b);

@@ -15,6 +15,7 @@
 #include "common/mutex.h"
 #include "depengine/engine.h"
 #include "exec/worker_pool.h"
+#include "profiler/profiler.h"
 #include "tracker/failure.h"
 #include "tracker/opr_block.h"
 #include "tracker/var.h"
@@ -57,7 +58,7 @@ class ThreadedEngine : public Engine {
   // that worker serves `pool` and nothing of higher priority waits there.
   void DispatchToPool(OprBlock* b, WorkerPool* pool);
   // The loop of every worker thread: `stream` is its device stream.
-  void WorkerLoop(WorkerPool& pool, void* stream);
+  void WorkerLoop(WorkerPool& pool, int index, void* stream);
 
   // Finishes all pushed work, then destroys the pools (joining their
   // threads). Engine kinds call it first in their destructors, while the
@@ -65,6 +66,14 @@ class ThreadedEngine : public Engine {
   void Drain();
 
   const EngineOptions& options() const { return options_; }
+
+ public:
+  // The profiler behind include/depengine/profiler.h.
+  Profiler& profiler() { return *profiler_; }
+  void SetProfileAll(bool on) { profile_all_.store(on, std::memory_order_relaxed); }
+  bool ProfileAll() const { return profile_all_.load(std::memory_order_relaxed); }
+
+ protected:
   // Validates a context for this engine; GPU ids must be simulated or present.
   void CheckContext(const Context& ctx, const char* call) const;
 
@@ -138,6 +147,12 @@ class ThreadedEngine : public Engine {
   Opr* live_oprs_ GUARDED_BY(live_mu_) = nullptr;  // intrusive list via Opr::live_*
 
   std::atomic<bool> shutdown_notified_{false};
+
+  // --- profiling ---
+  const std::unique_ptr<Profiler> profiler_;
+  // Record every push (SetProfiling / DEPENGINE_PROFILE); read relaxed on
+  // each push: a push racing with the switch may go either way.
+  std::atomic<bool> profile_all_{false};
 };
 
 }  // namespace depengine::internal

@@ -19,6 +19,8 @@
 
 namespace depengine::internal {
 
+struct ProfileRecord;
+
 // What an Opr is for; internal kinds run even when their vars failed.
 enum class OprKind : std::uint8_t {
   kUser,       // a user function
@@ -176,6 +178,10 @@ struct OprBlock {
   std::atomic<std::uint64_t> ticket{0};
 
   OprBlock* pool_next = nullptr;  // owned by ObjectPool while free
+
+  // Set at push when this push is profiled; owned by the block until its
+  // completion hands it to the profiler.
+  ProfileRecord* profile = nullptr;
 
   SlotArray slots;  // sorted by var address, one per var
 

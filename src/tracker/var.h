@@ -88,6 +88,7 @@ class alignas(64) Var {
   // --- cold ---
   internal::FailurePtr failure GUARDED_BY(lock);  // set by a failed writer
   Var* pool_next = nullptr;  // owned by ObjectPool while the var is free
+  std::uint64_t profile_id = 0;  // names the var in profiles; set at creation
   // The engine's list of live vars; guarded by the engine's live_mu_.
   Var* live_prev = nullptr;
   Var* live_next = nullptr;

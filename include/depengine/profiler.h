@@ -1,0 +1,51 @@
+// The profiler: a timeline of the functions an engine ran (Chrome trace
+// event format, opens in Perfetto and chrome://tracing), per-function
+// statistics, and the dependency graph of the recorded window (Graphviz DOT).
+//
+// Recording is per engine. It covers every function while turned on with
+// SetProfiling (or for every engine made from EngineOptions::FromEnv() when
+// DEPENGINE_PROFILE=path.json is set: the trace is written to that path when
+// the engine is destroyed, at process exit for Engine::Get()), and the single
+// pushes made with Push(..., profiling = true). Workers record into
+// per-thread buffers; nothing is locked on the hot path. When off, the cost
+// is one relaxed load per push.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "depengine/engine.h"
+
+namespace depengine {
+
+// Turns recording of every function on `engine` on or off. Callable from
+// any thread; functions pushed while it is on are recorded.
+void SetProfiling(Engine& engine, bool on);
+
+// Whether SetProfiling(engine, true) is in effect.
+bool IsProfiling(const Engine& engine);
+
+// Writes the functions recorded so far, finished ones only, as a Chrome
+// trace (JSON) to `path`. Raises std::runtime_error when the file cannot be
+// written. Call after WaitForAll for a complete picture.
+void DumpProfile(Engine& engine, const std::string& path);
+
+// Per function name: count, total, mean, p50, p99 and max of run time and
+// of queue wait (time from ready to start), in microseconds. Writes a table
+// to `table` and, when `json_path` is not empty, the same as JSON.
+void DumpProfileStats(Engine& engine, std::ostream& table, const std::string& json_path = "");
+
+// The dependency graph of the recorded functions, in push order: nodes are
+// functions, edges carry the var and the kind (RAW read-after-write, WAR
+// write-after-read, WAW write-after-write); the critical path (longest chain
+// of run times) is drawn in red. Writes Graphviz DOT to `path`.
+void DumpDependencyGraph(Engine& engine, const std::string& path);
+
+// Forgets what was recorded so far.
+void ClearProfile(Engine& engine);
+
+// Number of functions recorded and finished so far.
+std::size_t ProfiledFunctionCount(Engine& engine);
+
+}  // namespace depengine

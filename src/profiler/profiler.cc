@@ -1,0 +1,419 @@
+#include "profiler/profiler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "tracker/opr_block.h"
+
+namespace depengine::internal {
+namespace {
+
+std::atomic<std::uint64_t> g_next_profiler_id{1};
+std::atomic<int> g_next_thread_number{0};
+
+thread_local std::string tls_thread_name;
+
+const char* PropName(FnProperty p) {
+  switch (p) {
+    case FnProperty::kNormal: return "kNormal";
+    case FnProperty::kCopyFromGPU: return "kCopyFromGPU";
+    case FnProperty::kCopyToGPU: return "kCopyToGPU";
+    case FnProperty::kCPUPrioritized: return "kCPUPrioritized";
+    case FnProperty::kAsync: return "kAsync";
+  }
+  return "?";
+}
+
+std::string DeviceName(const Context& c) {
+  switch (c.dev_type) {
+    case DeviceType::kCPU: return "cpu(" + std::to_string(c.dev_id) + ")";
+    case DeviceType::kGPU: return "gpu(" + std::to_string(c.dev_id) + ")";
+    case DeviceType::kCPUPinned: return "cpu_pinned(" + std::to_string(c.dev_id) + ")";
+  }
+  return "?";
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string VarList(const std::vector<std::uint64_t>& ids) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) out += ',';
+    out += "\"v";
+    out += std::to_string(ids[i]);
+    out += '"';
+  }
+  return out + "]";
+}
+
+// Microseconds with ns precision, as the trace format expects.
+std::string Us(std::int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns) / 1000.0);
+  return buf;
+}
+
+double Percentile(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto idx = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(idx, v.size() - 1)];
+}
+
+}  // namespace
+
+std::int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// An append-only array of records: written by one thread, read by dumps.
+struct Profiler::Chunk {
+  static constexpr int kCapacity = 1024;
+  ProfileRecord* items[kCapacity];
+  std::atomic<int> count{0};           // release by the writer, acquire by readers
+  std::atomic<Chunk*> next{nullptr};   // likewise
+};
+
+struct Profiler::Buffer {
+  Chunk* head = nullptr;  // immutable after creation
+  Chunk* tail = nullptr;  // the writer's
+  ~Buffer() {
+    for (Chunk* c = head; c != nullptr;) {
+      Chunk* next = c->next.load(std::memory_order_acquire);
+      const int n = c->count.load(std::memory_order_acquire);
+      for (int i = 0; i < n; ++i) delete c->items[i];
+      delete c;
+      c = next;
+    }
+  }
+  void Append(ProfileRecord* r) {
+    int n = tail->count.load(std::memory_order_relaxed);
+    if (n == Chunk::kCapacity) {
+      auto* c = new Chunk;
+      tail->next.store(c, std::memory_order_release);
+      tail = c;
+      n = 0;
+    }
+    tail->items[n] = r;
+    tail->count.store(n + 1, std::memory_order_release);
+  }
+};
+
+Profiler::Profiler() : id_(g_next_profiler_id.fetch_add(1)), origin_ns_(NowNs()) {}
+Profiler::~Profiler() = default;
+
+void Profiler::NameThisThread(const std::string& name) { tls_thread_name = name; }
+
+namespace {
+// The calling thread's buffer and row for each profiler it wrote to.
+struct ThreadSlot {
+  std::uint64_t profiler_id;
+  void* buffer;
+  int row;
+};
+thread_local std::vector<ThreadSlot> tls_slots;
+}  // namespace
+
+Profiler::Buffer* Profiler::ThisThreadBuffer() {
+  for (const ThreadSlot& s : tls_slots) {
+    if (s.profiler_id == id_) return static_cast<Buffer*>(s.buffer);
+  }
+  if (tls_thread_name.empty()) tls_thread_name = "thread/" + std::to_string(g_next_thread_number++);
+  auto buf = std::make_unique<Buffer>();
+  buf->head = buf->tail = new Chunk;
+  Buffer* raw = buf.get();
+  int row;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    buffers_.push_back(std::move(buf));
+    rows_.push_back(tls_thread_name);
+    row = static_cast<int>(rows_.size() - 1);
+  }
+  tls_slots.push_back({id_, raw, row});
+  return raw;
+}
+
+int Profiler::RowOfThisThread() {
+  ThisThreadBuffer();
+  for (const ThreadSlot& s : tls_slots) {
+    if (s.profiler_id == id_) return s.row;
+  }
+  return -1;
+}
+
+ProfileRecord* Profiler::Begin(const OprBlock& b) {
+  auto* r = new ProfileRecord;
+  r->seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
+  r->name = b.name != nullptr ? b.name : (b.kind == OprKind::kDeleteVar ? "DeleteVariable" : "fn");
+  for (const VarSlot& s : const_cast<OprBlock&>(b).slots) {
+    (s.write ? r->writes : r->reads).push_back(s.var->profile_id);
+  }
+  r->priority = b.priority;
+  r->prop = b.prop;
+  r->ctx = b.ctx;
+  r->push_ns = NowNs();
+  return r;
+}
+
+void Profiler::MarkReady(ProfileRecord* r) { r->ready_ns = NowNs(); }
+
+void Profiler::MarkStart(ProfileRecord* r, std::int64_t pending, const char* queue_name,
+                         std::int64_t queue_depth) {
+  r->start_ns = NowNs();
+  if (r->ready_ns == 0) r->ready_ns = r->start_ns;
+  r->row = RowOfThisThread();
+  r->pending_at_start = pending;
+  r->queue_name = queue_name;
+  r->queue_depth_at_start = queue_depth;
+}
+
+void Profiler::Finish(ProfileRecord* r) {
+  r->end_ns = NowNs();
+  ThisThreadBuffer()->Append(r);
+}
+
+std::vector<const ProfileRecord*> Profiler::Snapshot() {
+  std::vector<const ProfileRecord*> out;
+  const std::uint64_t floor = clear_floor_.load(std::memory_order_acquire);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& b : buffers_) {
+    for (Chunk* c = b->head; c != nullptr; c = c->next.load(std::memory_order_acquire)) {
+      const int n = c->count.load(std::memory_order_acquire);
+      for (int i = 0; i < n; ++i) {
+        if (c->items[i]->seq >= floor) out.push_back(c->items[i]);
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ProfileRecord* a, const ProfileRecord* b) { return a->seq < b->seq; });
+  return out;
+}
+
+void Profiler::Clear() { clear_floor_.store(next_seq_.load(std::memory_order_relaxed), std::memory_order_release); }
+
+std::size_t Profiler::Count() { return Snapshot().size(); }
+
+void Profiler::WriteTrace(const std::string& path) {
+  const auto records = Snapshot();
+  std::vector<std::string> rows;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rows = rows_;
+  }
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("DumpProfile: cannot write " + path);
+  out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+  bool first = true;
+  auto emit = [&](const std::string& ev) {
+    out << (first ? "" : ",\n") << ev;
+    first = false;
+  };
+  emit("{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"depengine\"}}");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    emit("{\"ph\":\"M\",\"pid\":1,\"tid\":" + std::to_string(i) +
+         ",\"name\":\"thread_name\",\"args\":{\"name\":" + JsonString(rows[i]) + "}}");
+    emit("{\"ph\":\"M\",\"pid\":1,\"tid\":" + std::to_string(i) +
+         ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":" + std::to_string(i) + "}}");
+  }
+  std::unordered_map<std::uint64_t, const ProfileRecord*> by_seq;
+  for (const ProfileRecord* r : records) by_seq[r->seq] = r;
+  for (const ProfileRecord* r : records) {
+    std::ostringstream ev;
+    ev << "{\"ph\":\"X\",\"pid\":1,\"tid\":" << r->row << ",\"name\":" << JsonString(r->name)
+       << ",\"cat\":\"function\",\"ts\":" << Us(r->start_ns - origin_ns_)
+       << ",\"dur\":" << Us(r->end_ns - r->start_ns) << ",\"args\":{\"seq\":" << r->seq
+       << ",\"reads\":" << VarList(r->reads) << ",\"writes\":" << VarList(r->writes)
+       << ",\"priority\":" << r->priority << ",\"property\":\"" << PropName(r->prop)
+       << "\",\"device\":\"" << DeviceName(r->ctx) << "\",\"queue_wait_us\":"
+       << Us(r->start_ns - r->ready_ns) << ",\"dependency_wait_us\":" << Us(r->ready_ns - r->push_ns)
+       << (r->failed ? ",\"failed\":true" : "") << (r->skipped ? ",\"skipped\":true" : "") << "}}";
+    emit(ev.str());
+    emit("{\"ph\":\"C\",\"pid\":1,\"name\":\"pending functions\",\"ts\":" + Us(r->start_ns - origin_ns_) +
+         ",\"args\":{\"pending\":" + std::to_string(r->pending_at_start) + "}}");
+    if (r->queue_name != nullptr && r->queue_depth_at_start >= 0) {
+      emit("{\"ph\":\"C\",\"pid\":1,\"name\":" + JsonString(std::string("queue depth ") + r->queue_name) +
+           ",\"ts\":" + Us(r->start_ns - origin_ns_) + ",\"args\":{\"depth\":" +
+           std::to_string(r->queue_depth_at_start) + "}}");
+    }
+  }
+  // Flow arrows: from a function's end to the start of each function it
+  // released.
+  std::uint64_t flow_id = 0;
+  for (const ProfileRecord* r : records) {
+    for (const auto& [to_seq, var] : r->released) {
+      auto it = by_seq.find(to_seq);
+      if (it == by_seq.end()) continue;
+      const ProfileRecord* to = it->second;
+      ++flow_id;
+      emit("{\"ph\":\"s\",\"pid\":1,\"tid\":" + std::to_string(r->row) + ",\"id\":" +
+           std::to_string(flow_id) + ",\"name\":\"releases\",\"cat\":\"dependency\",\"ts\":" +
+           Us(r->end_ns - origin_ns_ - 1) + ",\"args\":{\"var\":\"v" + std::to_string(var) + "\"}}");
+      emit("{\"ph\":\"f\",\"bp\":\"e\",\"pid\":1,\"tid\":" + std::to_string(to->row) + ",\"id\":" +
+           std::to_string(flow_id) + ",\"name\":\"releases\",\"cat\":\"dependency\",\"ts\":" +
+           Us(to->start_ns - origin_ns_) + "}");
+    }
+  }
+  out << "\n]}\n";
+  if (!out) throw std::runtime_error("DumpProfile: error writing " + path);
+}
+
+void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {
+  struct Acc {
+    std::vector<double> run_us, wait_us;
+  };
+  std::map<std::string, Acc> by_name;
+  for (const ProfileRecord* r : Snapshot()) {
+    Acc& a = by_name[r->name];
+    a.run_us.push_back(static_cast<double>(r->end_ns - r->start_ns) / 1000.0);
+    a.wait_us.push_back(static_cast<double>(r->start_ns - r->ready_ns) / 1000.0);
+  }
+  struct Row {
+    std::string name;
+    std::size_t count;
+    double total, mean, p50, p99, max;
+    double wtotal, wmean, wp50, wp99, wmax;
+  };
+  std::vector<Row> rows;
+  for (auto& [name, a] : by_name) {
+    Row row{name, a.run_us.size(), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    for (double x : a.run_us) row.total += x;
+    for (double x : a.wait_us) row.wtotal += x;
+    row.mean = row.total / static_cast<double>(row.count);
+    row.wmean = row.wtotal / static_cast<double>(row.count);
+    row.p50 = Percentile(a.run_us, 0.50);
+    row.p99 = Percentile(a.run_us, 0.99);
+    row.max = a.run_us.back();
+    row.wp50 = Percentile(a.wait_us, 0.50);
+    row.wp99 = Percentile(a.wait_us, 0.99);
+    row.wmax = a.wait_us.back();
+    rows.push_back(row);
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.total > b.total; });
+  table << "| function | count | run total us | run mean | run p50 | run p99 | run max | wait mean | "
+           "wait p50 | wait p99 | wait max |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+  table << std::fixed << std::setprecision(3);
+  for (const Row& r : rows) {
+    table << "| " << r.name << " | " << r.count << " | " << r.total << " | " << r.mean << " | "
+          << r.p50 << " | " << r.p99 << " | " << r.max << " | " << r.wmean << " | " << r.wp50
+          << " | " << r.wp99 << " | " << r.wmax << " |\n";
+  }
+  if (json_path.empty()) return;
+  std::ofstream out(json_path);
+  if (!out) throw std::runtime_error("DumpProfileStats: cannot write " + json_path);
+  out << "{\"unit\":\"us\",\"functions\":[\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    out << (i ? ",\n" : "") << "{\"name\":" << JsonString(r.name) << ",\"count\":" << r.count
+        << ",\"run\":{\"total\":" << r.total << ",\"mean\":" << r.mean << ",\"p50\":" << r.p50
+        << ",\"p99\":" << r.p99 << ",\"max\":" << r.max << "},\"queue_wait\":{\"total\":" << r.wtotal
+        << ",\"mean\":" << r.wmean << ",\"p50\":" << r.wp50 << ",\"p99\":" << r.wp99
+        << ",\"max\":" << r.wmax << "}}";
+  }
+  out << "\n]}\n";
+}
+
+void Profiler::WriteGraph(const std::string& path) {
+  const auto records = Snapshot();
+  struct Edge {
+    std::size_t from, to;
+    std::uint64_t var;
+    const char* kind;
+  };
+  std::vector<Edge> edges;
+  // Serial semantics in push order: per var, the last writer and the
+  // readers since it.
+  struct VarState {
+    long last_writer = -1;
+    std::vector<std::size_t> readers;
+  };
+  std::unordered_map<std::uint64_t, VarState> vars;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const ProfileRecord* r = records[i];
+    for (std::uint64_t v : r->reads) {
+      VarState& s = vars[v];
+      if (s.last_writer >= 0) edges.push_back({static_cast<std::size_t>(s.last_writer), i, v, "RAW"});
+      s.readers.push_back(i);
+    }
+    for (std::uint64_t v : r->writes) {
+      VarState& s = vars[v];
+      if (!s.readers.empty()) {
+        for (std::size_t rd : s.readers) {
+          if (rd != i) edges.push_back({rd, i, v, "WAR"});
+        }
+      } else if (s.last_writer >= 0) {
+        edges.push_back({static_cast<std::size_t>(s.last_writer), i, v, "WAW"});
+      }
+      s.last_writer = static_cast<long>(i);
+      s.readers.clear();
+    }
+  }
+  // Critical path: the longest chain of run times (edges go forward in
+  // push order, so one pass in that order suffices).
+  std::vector<double> dist(records.size(), 0);
+  std::vector<long> pred(records.size(), -1);
+  std::vector<std::vector<std::size_t>> incoming(records.size());
+  for (std::size_t e = 0; e < edges.size(); ++e) incoming[edges[e].to].push_back(e);
+  long end = -1;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    double best = 0;
+    for (std::size_t e : incoming[i]) {
+      if (dist[edges[e].from] > best) {
+        best = dist[edges[e].from];
+        pred[i] = static_cast<long>(edges[e].from);
+      }
+    }
+    dist[i] = best + static_cast<double>(records[i]->end_ns - records[i]->start_ns) / 1000.0;
+    if (end < 0 || dist[i] > dist[static_cast<std::size_t>(end)]) end = static_cast<long>(i);
+  }
+  std::vector<bool> on_path(records.size(), false);
+  for (long i = end; i >= 0; i = pred[static_cast<std::size_t>(i)]) on_path[static_cast<std::size_t>(i)] = true;
+
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("DumpDependencyGraph: cannot write " + path);
+  out << "digraph depengine {\n  rankdir=TB;\n  node [shape=box, fontname=\"Helvetica\"];\n";
+  out << "  label=\"critical path: " << std::fixed << std::setprecision(3)
+      << (end >= 0 ? dist[static_cast<std::size_t>(end)] : 0.0) << " us (red)\";\n";
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const ProfileRecord* r = records[i];
+    std::ostringstream label;
+    label << r->name << "\n#" << r->seq << " " << Us(r->end_ns - r->start_ns) << " us";
+    out << "  f" << r->seq << " [label=" << JsonString(label.str())
+        << (on_path[i] ? ", color=red, penwidth=2" : "") << (r->failed || r->skipped ? ", style=dashed" : "")
+        << "];\n";
+  }
+  for (const Edge& e : edges) {
+    const bool critical = on_path[e.from] && on_path[e.to] && pred[e.to] == static_cast<long>(e.from);
+    out << "  f" << records[e.from]->seq << " -> f" << records[e.to]->seq << " [label=\"v" << e.var << " "
+        << e.kind << "\"" << (critical ? ", color=red, penwidth=2" : "") << "];\n";
+  }
+  out << "}\n";
+}
+
+}  // namespace depengine::internal

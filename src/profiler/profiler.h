@@ -1,0 +1,94 @@
+// Profiler: records the functions an engine runs into per-thread,
+// append-only buffers, and turns them into a Chrome trace, statistics and a
+// dependency graph (include/depengine/profiler.h).
+//
+// Recording path (only for blocks that carry a ProfileRecord):
+//   push      Begin()       record made: name, vars, priority, push time
+//   ready     MarkReady()   when the block's last grant arrives
+//   start     MarkStart()   thread row, queue depth, pending count
+//   complete  Finish()      end time, the blocks it released; appended to
+//                           the completing thread's buffer
+// A buffer is written by its thread only and read by Dump* through an
+// acquire load of each chunk's count, so recording takes no lock.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "depengine/engine.h"
+
+namespace depengine::internal {
+
+struct OprBlock;
+
+// One recorded function.
+struct ProfileRecord {
+  std::uint64_t seq = 0;  // push order within the profiler
+  std::string name;
+  std::vector<std::uint64_t> reads, writes;  // var ids
+  int priority = 0;
+  FnProperty prop = FnProperty::kNormal;
+  Context ctx;
+  std::int64_t push_ns = 0, ready_ns = 0, start_ns = 0, end_ns = 0;
+  int row = -1;  // the thread row it ran on
+  std::int64_t pending_at_start = 0;
+  std::int64_t queue_depth_at_start = -1;  // -1: ran inline, no queue
+  const char* queue_name = nullptr;
+  bool failed = false;   // raised an error
+  bool skipped = false;  // not run: a var it uses had failed
+  // (released block's seq, var id) for the blocks this one made ready.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> released;
+};
+
+class Profiler {
+ public:
+  Profiler();
+  ~Profiler();
+  Profiler(const Profiler&) = delete;
+  Profiler& operator=(const Profiler&) = delete;
+
+  // Makes the record of block `b` (its slots already sorted).
+  ProfileRecord* Begin(const OprBlock& b);
+  static void MarkReady(ProfileRecord* r);
+  // `queue_name`/`queue_depth`: the pool the block came from, if any.
+  void MarkStart(ProfileRecord* r, std::int64_t pending, const char* queue_name,
+                 std::int64_t queue_depth);
+  // Takes ownership of `r`.
+  void Finish(ProfileRecord* r);
+
+  // Names the calling thread's row ("cpu/normal/0"); threads that never
+  // call it get "thread/<n>".
+  static void NameThisThread(const std::string& name);
+
+  void WriteTrace(const std::string& path);
+  void WriteStats(std::ostream& table, const std::string& json_path);
+  void WriteGraph(const std::string& path);
+  void Clear();
+  std::size_t Count();
+
+ private:
+  struct Chunk;
+  struct Buffer;
+  Buffer* ThisThreadBuffer();
+  int RowOfThisThread();
+  // Finished records with seq >= clear_floor_, sorted by seq.
+  std::vector<const ProfileRecord*> Snapshot();
+
+  const std::uint64_t id_;  // tells thread caches apart from a dead profiler
+  std::atomic<std::uint64_t> next_seq_{0};
+  std::atomic<std::uint64_t> clear_floor_{0};
+  const std::int64_t origin_ns_;  // timestamps are written relative to it
+
+  std::mutex mu_;  // guards buffers_ and rows_ (registration and dumps only)
+  std::vector<std::unique_ptr<Buffer>> buffers_;
+  std::vector<std::string> rows_;
+};
+
+std::int64_t NowNs();
+
+}  // namespace depengine::internal

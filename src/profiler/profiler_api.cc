@@ -1,0 +1,44 @@
+// include/depengine/profiler.h: the public calls, forwarded to the engine's
+// Profiler.
+#include "depengine/profiler.h"
+
+#include <stdexcept>
+
+#include "engine/threaded_engine.h"
+
+namespace depengine {
+namespace {
+
+internal::ThreadedEngine& Core(Engine& engine, const char* call) {
+  auto* core = dynamic_cast<internal::ThreadedEngine*>(&engine);
+  if (core == nullptr) throw std::invalid_argument(std::string(call) + ": not a depengine engine");
+  return *core;
+}
+
+}  // namespace
+
+void SetProfiling(Engine& engine, bool on) { Core(engine, "SetProfiling").SetProfileAll(on); }
+
+bool IsProfiling(const Engine& engine) {
+  return Core(const_cast<Engine&>(engine), "IsProfiling").ProfileAll();
+}
+
+void DumpProfile(Engine& engine, const std::string& path) {
+  Core(engine, "DumpProfile").profiler().WriteTrace(path);
+}
+
+void DumpProfileStats(Engine& engine, std::ostream& table, const std::string& json_path) {
+  Core(engine, "DumpProfileStats").profiler().WriteStats(table, json_path);
+}
+
+void DumpDependencyGraph(Engine& engine, const std::string& path) {
+  Core(engine, "DumpDependencyGraph").profiler().WriteGraph(path);
+}
+
+void ClearProfile(Engine& engine) { Core(engine, "ClearProfile").profiler().Clear(); }
+
+std::size_t ProfiledFunctionCount(Engine& engine) {
+  return Core(engine, "ProfiledFunctionCount").profiler().Count();
+}
+
+}  // namespace depengine

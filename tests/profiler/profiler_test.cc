@@ -1,0 +1,223 @@
+// The profiler's outputs, parsed and checked against the dependencies of the
+// program that produced them.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "depengine/engine.h"
+#include "depengine/profiler.h"
+
+namespace depengine {
+namespace {
+
+using nlohmann::json;
+
+std::string TempPath(const std::string& name) {
+  return "/tmp/depengine_profiler_" + std::to_string(getpid()) + "_" + name;
+}
+
+json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  return json::parse(in);
+}
+
+// Seed 003's program: A = 2; B = A + 1; C = A + 2; D = B * C.
+void RunSeedProgram(Engine& e, bool profile_flag_only = false) {
+  VarHandle a = e.NewVariable(), b = e.NewVariable(), c = e.NewVariable(), d = e.NewVariable();
+  static int A, B, C, D;
+  auto push = [&](const char* name, SyncFn fn, std::vector<VarHandle> r, std::vector<VarHandle> w) {
+    if (profile_flag_only) {
+      OprHandle op = e.NewOperator(
+          [fn](RunContext ctx, CallbackOnComplete done) {
+            fn(ctx);
+            done();
+          },
+          r, w, FnProperty::kNormal, name);
+      e.Push(op, Context::CPU(), 0, /*profiling=*/std::string(name) == "B=A+1");
+      e.DeleteOperator(op);
+    } else {
+      e.PushSync(fn, Context::CPU(), r, w, FnProperty::kNormal, 0, name);
+    }
+  };
+  push("A=2", [](RunContext) { A = 2; }, {}, {a});
+  push("B=A+1", [](RunContext) { B = A + 1; }, {a}, {b});
+  push("C=A+2", [](RunContext) { C = A + 2; }, {a}, {c});
+  push("D=B*C", [](RunContext) { D = B * C; }, {b, c}, {d});
+  e.WaitForAll();
+  EXPECT_EQ(D, 12);
+  for (VarHandle v : {a, b, c, d}) e.DeleteVariable({}, Context::CPU(), v);
+  e.WaitForAll();
+}
+
+class ProfilerTest : public ::testing::TestWithParam<EngineKind> {
+ protected:
+  std::unique_ptr<Engine> MakeEngine() {
+    EngineOptions o;
+    o.kind = GetParam();
+    o.cpu_worker_threads = 2;
+    return CreateEngine(o);
+  }
+};
+
+TEST_P(ProfilerTest, TraceHasNamedRowsEventsFlowsAndCounters) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  EXPECT_TRUE(IsProfiling(*e));
+  RunSeedProgram(*e);
+  SetProfiling(*e, false);
+  const std::string path = TempPath("trace.json");
+  DumpProfile(*e, path);
+  json trace = ReadJson(path);
+  ASSERT_TRUE(trace.contains("traceEvents"));
+
+  std::map<std::string, json> fn;  // name -> complete event
+  std::map<int, std::string> row_names;
+  int flows_start = 0, flows_end = 0, counters = 0;
+  for (const json& ev : trace["traceEvents"]) {
+    const std::string ph = ev["ph"];
+    if (ph == "X") fn[ev["name"]] = ev;
+    if (ph == "M" && ev["name"] == "thread_name") row_names[ev["tid"]] = ev["args"]["name"];
+    if (ph == "s") ++flows_start;
+    if (ph == "f") ++flows_end;
+    if (ph == "C") ++counters;
+  }
+  for (const char* name : {"A=2", "B=A+1", "C=A+2", "D=B*C"}) ASSERT_TRUE(fn.count(name)) << name;
+  EXPECT_TRUE(fn.count("DeleteVariable"));
+  // Each event carries its vars, priority, property, device and queue wait.
+  const json& d = fn["D=B*C"];
+  EXPECT_EQ(d["args"]["reads"].size(), 2u);
+  EXPECT_EQ(d["args"]["writes"].size(), 1u);
+  EXPECT_EQ(d["args"]["property"], "kNormal");
+  EXPECT_EQ(d["args"]["device"], "cpu(0)");
+  EXPECT_TRUE(d["args"].contains("queue_wait_us"));
+  // Ordering follows the dependencies: a writer ends before its readers start.
+  auto start = [&](const char* n) { return fn[n]["ts"].get<double>(); };
+  auto end = [&](const char* n) { return fn[n]["ts"].get<double>() + fn[n]["dur"].get<double>(); };
+  EXPECT_LE(end("A=2"), start("B=A+1"));
+  EXPECT_LE(end("A=2"), start("C=A+2"));
+  EXPECT_LE(end("B=A+1"), start("D=B*C"));
+  EXPECT_LE(end("C=A+2"), start("D=B*C"));
+  // Rows are named; threaded engines name them by pool.
+  for (const auto& [name, ev] : fn) EXPECT_TRUE(row_names.count(ev["tid"])) << name;
+  if (GetParam() == EngineKind::kPerDevice) {
+    EXPECT_THAT(row_names[fn["D=B*C"]["tid"]], ::testing::StartsWith("cpu/normal/"));
+  }
+  if (GetParam() == EngineKind::kPooled) {
+    EXPECT_THAT(row_names[fn["D=B*C"]["tid"]], ::testing::StartsWith("pooled/normal/"));
+  }
+  // A=2 released B and C (at least those pushed before it finished), and
+  // every flow has both ends.
+  EXPECT_EQ(flows_start, flows_end);
+  EXPECT_GT(counters, 0);
+  std::remove(path.c_str());
+}
+
+TEST_P(ProfilerTest, PushWithProfilingFlagRecordsOnlyThatPush) {
+  auto e = MakeEngine();
+  RunSeedProgram(*e, /*profile_flag_only=*/true);
+  EXPECT_EQ(ProfiledFunctionCount(*e), 1u);
+}
+
+TEST_P(ProfilerTest, StatsTableAndJson) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  for (int i = 0; i < 50; ++i) e->PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kNormal, 0, "tick");
+  e->WaitForAll();
+  std::ostringstream table;
+  const std::string path = TempPath("stats.json");
+  DumpProfileStats(*e, table, path);
+  EXPECT_THAT(table.str(), ::testing::HasSubstr("| tick | 50 |"));
+  json stats = ReadJson(path);
+  bool found = false;
+  for (const json& f : stats["functions"]) {
+    if (f["name"] == "tick") {
+      found = true;
+      EXPECT_EQ(f["count"], 50);
+      for (const char* k : {"total", "mean", "p50", "p99", "max"}) {
+        EXPECT_TRUE(f["run"].contains(k));
+        EXPECT_TRUE(f["queue_wait"].contains(k));
+      }
+      EXPECT_LE(f["run"]["p50"].get<double>(), f["run"]["max"].get<double>());
+    }
+  }
+  EXPECT_TRUE(found);
+  ClearProfile(*e);
+  EXPECT_EQ(ProfiledFunctionCount(*e), 0u);
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(path.c_str());
+}
+
+TEST_P(ProfilerTest, DependencyGraphHasKindsAndCriticalPathAndRenders) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  // A = 2; B = 2; B = A + B; C = A + 2; (seed 003's second program, minus the delete)
+  VarHandle a = e->NewVariable(), b = e->NewVariable(), c = e->NewVariable();
+  e->PushSync([](RunContext) {}, Context::CPU(), {}, {a}, FnProperty::kNormal, 0, "A=2");
+  e->PushSync([](RunContext) {}, Context::CPU(), {}, {b}, FnProperty::kNormal, 0, "B=2");
+  e->PushSync([](RunContext) {}, Context::CPU(), {a}, {b}, FnProperty::kNormal, 0, "B=A+B");
+  e->PushSync([](RunContext) {}, Context::CPU(), {a}, {c}, FnProperty::kNormal, 0, "C=A+2");
+  e->PushSync([](RunContext) {}, Context::CPU(), {}, {a}, FnProperty::kNormal, 0, "A=0");
+  e->WaitForAll();
+  const std::string path = TempPath("graph.dot");
+  DumpDependencyGraph(*e, path);
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string dot = ss.str();
+  EXPECT_THAT(dot, ::testing::StartsWith("digraph"));
+  EXPECT_THAT(dot, ::testing::HasSubstr("RAW"));  // A=2 -> B=A+B
+  EXPECT_THAT(dot, ::testing::HasSubstr("WAW"));  // B=2 -> B=A+B
+  EXPECT_THAT(dot, ::testing::HasSubstr("WAR"));  // B=A+B, C=A+2 -> A=0
+  EXPECT_THAT(dot, ::testing::HasSubstr("color=red"));
+#ifdef DEPENGINE_DOT
+  const std::string svg = path + ".svg";
+  const std::string cmd = std::string(DEPENGINE_DOT) + " -Tsvg " + path + " -o " + svg;
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream rendered(svg);
+  EXPECT_TRUE(rendered.good());
+  std::remove(svg.c_str());
+#else
+  GTEST_SKIP() << "graphviz `dot` not found: install the graphviz package to render the graph";
+#endif
+  for (VarHandle v : {a, b, c}) e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(path.c_str());
+}
+
+TEST(ProfilerEnv, ProfilePathFromEnvironmentWritesTraceAtDestruction) {
+  const std::string path = TempPath("env.json");
+  setenv("DEPENGINE_PROFILE", path.c_str(), 1);
+  EngineOptions o = EngineOptions::FromEnv();
+  unsetenv("DEPENGINE_PROFILE");
+  EXPECT_EQ(o.profile_path, path);
+  {
+    auto e = CreateEngine(o);
+    EXPECT_TRUE(IsProfiling(*e));
+    RunSeedProgram(*e);
+  }
+  json trace = ReadJson(path);
+  int functions = 0;
+  for (const json& ev : trace["traceEvents"]) functions += ev["ph"] == "X";
+  EXPECT_GE(functions, 4);
+  std::remove(path.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllEngines, ProfilerTest,
+                         ::testing::Values(EngineKind::kNaive, EngineKind::kPooled, EngineKind::kPerDevice),
+                         [](const ::testing::TestParamInfo<EngineKind>& info) {
+                           return std::string(EngineKindName(info.param));
+                         });
+
+}  // namespace
+}  // namespace depengine
