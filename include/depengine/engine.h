@@ -131,7 +131,8 @@ class Engine {
   // Memory ordering: whatever a function did before it finished is visible
   // to every later function that uses one of its written vars, and to the
   // caller of WaitForVar on them.
-  virtual void PushAsync(AsyncFn exec_fun, Context exec_ctx, const std::vector<VarHandle>& const_vars,
+  virtual void PushAsync(AsyncFn exec_fun, Context exec_ctx,
+                         const std::vector<VarHandle>& const_vars,
                          const std::vector<VarHandle>& mutable_vars,
                          FnProperty prop = FnProperty::kNormal, int priority = 0,
                          const char* opr_name = nullptr) = 0;
@@ -181,9 +182,10 @@ class Engine {
 
  protected:
   // PushSync without wrapping `exec_fn` in a second closure.
-  virtual void PushSyncImpl(SyncFn exec_fn, Context exec_ctx, const std::vector<VarHandle>& const_vars,
-                            const std::vector<VarHandle>& mutable_vars, FnProperty prop, int priority,
-                            const char* opr_name) = 0;
+  virtual void PushSyncImpl(SyncFn exec_fn, Context exec_ctx,
+                            const std::vector<VarHandle>& const_vars,
+                            const std::vector<VarHandle>& mutable_vars, FnProperty prop,
+                            int priority, const char* opr_name) = 0;
   // Finishes the execution identified by (param, ticket) of an engine-made
   // callback.
   virtual void CompleteCallback(void* param, std::uint64_t ticket, std::exception_ptr error) = 0;
@@ -208,11 +210,11 @@ enum class EngineKind {
 // How to build an engine; 0 means a sensible default.
 struct EngineOptions {
   EngineKind kind = EngineKind::kPerDevice;
-  int cpu_worker_threads = 0;    // per CPU device (default: hardware threads)
-  int cpu_priority_threads = 0;  // CPU priority pool (default: 2, per-device only)
-  int gpu_worker_threads = 0;    // per GPU (default: 2)
-  int gpu_copy_threads = 0;      // per GPU (default: 1)
-  std::size_t max_in_flight = 0; // bound on pushed-but-unfinished functions; 0 = none
+  int cpu_worker_threads = 0;     // per CPU device (default: hardware threads)
+  int cpu_priority_threads = 0;   // CPU priority pool (default: 2, per-device only)
+  int gpu_worker_threads = 0;     // per GPU (default: 2)
+  int gpu_copy_threads = 0;       // per GPU (default: 1)
+  std::size_t max_in_flight = 0;  // bound on pushed-but-unfinished functions; 0 = none
   // Number of simulated GPUs: GPU contexts below this index run on CPU
   // threads with the GPU pools' routing, and RunContext::stream = nullptr.
   // Lets the per-device routing be tested without a GPU. Environment:

@@ -13,6 +13,8 @@
 // write to an object before its reuse on another thread.
 #pragma once
 
+#include <pthread.h>
+
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -46,13 +48,19 @@ class ObjectPool {
  private:
   struct Global {
     std::mutex mu;
-    std::vector<std::pair<T*, int>> batches;  // guarded by mu: free lists and their lengths
+    std::vector<std::pair<T*, int>> batches;   // guarded by mu: free lists and their lengths
     std::vector<std::unique_ptr<T[]>> chunks;  // guarded by mu: all storage
   };
   // Never destroyed: thread caches may hand objects back during static
   // destruction, and the storage stays reachable (not a leak).
+  // Fork safety: the global mutex is held across fork() so that a child
+  // never inherits it locked by a thread that does not exist there.
   static Global& G() {
-    static Global* g = new Global;
+    static Global* g = [] {
+      auto* created = new Global;
+      pthread_atfork([] { G().mu.lock(); }, [] { G().mu.unlock(); }, [] { G().mu.unlock(); });
+      return created;
+    }();
     return *g;
   }
 
@@ -71,7 +79,8 @@ class ObjectPool {
       }
       g.chunks.emplace_back(new T[kBatch]);
       T* chunk = g.chunks.back().get();
-      for (int i = 0; i < kBatch; ++i) chunk[i].pool_next = i + 1 < kBatch ? &chunk[i + 1] : nullptr;
+      for (int i = 0; i < kBatch; ++i)
+        chunk[i].pool_next = i + 1 < kBatch ? &chunk[i + 1] : nullptr;
       head = chunk;
       count = kBatch;
     }

@@ -1,8 +1,9 @@
 // The public entry points: CreateEngine, Engine::Get, CallbackOnComplete.
+#include "depengine/engine.h"
+
 #include <mutex>
 #include <stdexcept>
 
-#include "depengine/engine.h"
 #include "engine/engines.h"
 
 namespace depengine {

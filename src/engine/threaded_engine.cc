@@ -22,7 +22,9 @@ thread_local const ThreadedEngine* tls_running_engine = nullptr;
 
 class RunningScope {
  public:
-  explicit RunningScope(const ThreadedEngine* e) : saved_(tls_running_engine) { tls_running_engine = e; }
+  explicit RunningScope(const ThreadedEngine* e) : saved_(tls_running_engine) {
+    tls_running_engine = e;
+  }
   ~RunningScope() { tls_running_engine = saved_; }
   RunningScope(const RunningScope&) = delete;
   RunningScope& operator=(const RunningScope&) = delete;
@@ -31,7 +33,9 @@ class RunningScope {
   const ThreadedEngine* saved_;
 };
 
-std::string Named(const char* call, const std::string& what) { return std::string(call) + ": " + what; }
+std::string Named(const char* call, const std::string& what) {
+  return std::string(call) + ": " + what;
+}
 
 std::string OprName(const Opr* op) { return op->name != nullptr ? op->name : "<unnamed>"; }
 
@@ -72,7 +76,8 @@ ThreadedEngine::ThreadedEngine(const EngineOptions& options)
       profiler_(std::make_unique<Profiler>()) {
   profile_all_.store(!options.profile_path.empty(), std::memory_order_relaxed);
   if (options.cpu_worker_threads < 0 || options.cpu_priority_threads < 0 ||
-      options.gpu_worker_threads < 0 || options.gpu_copy_threads < 0 || options.simulated_gpus < 0) {
+      options.gpu_worker_threads < 0 || options.gpu_copy_threads < 0 ||
+      options.simulated_gpus < 0) {
     throw std::invalid_argument("CreateEngine: thread counts and simulated_gpus must be >= 0");
   }
 }
@@ -117,26 +122,27 @@ void ThreadedEngine::CheckContext(const Context& ctx, const char* call) const {
     case DeviceType::kCPU:
     case DeviceType::kCPUPinned:
       if (ctx.dev_id < 0 || ctx.dev_id >= 64) {
-        throw std::invalid_argument(Named(call, "CPU dev_id " + std::to_string(ctx.dev_id) +
-                                                    " is out of range [0, 64)"));
+        throw std::invalid_argument(
+            Named(call, "CPU dev_id " + std::to_string(ctx.dev_id) + " is out of range [0, 64)"));
       }
       return;
     case DeviceType::kGPU:
       if (ctx.dev_id < 0 || ctx.dev_id >= gpu_count_) {
         std::string why;
         if (!gpu::Built() && options_.simulated_gpus == 0) {
-          why = "depengine was built without GPU support (CUDA not found) and no simulated GPUs "
-                "are configured (EngineOptions::simulated_gpus)";
+          why =
+              "depengine was built without GPU support (CUDA not found) and no simulated GPUs "
+              "are configured (EngineOptions::simulated_gpus)";
         } else {
           why = std::to_string(gpu_count_) + " GPU(s) available";
         }
-        throw std::invalid_argument(
-            Named(call, "GPU context gpu(" + std::to_string(ctx.dev_id) + ") is not usable: " + why));
+        throw std::invalid_argument(Named(
+            call, "GPU context gpu(" + std::to_string(ctx.dev_id) + ") is not usable: " + why));
       }
       return;
   }
-  throw std::invalid_argument(Named(call, "unknown DeviceType " +
-                                              std::to_string(static_cast<int>(ctx.dev_type))));
+  throw std::invalid_argument(
+      Named(call, "unknown DeviceType " + std::to_string(static_cast<int>(ctx.dev_type))));
 }
 
 void ThreadedEngine::CheckPriority(int priority, const char* call) const {
@@ -216,7 +222,8 @@ OprHandle ThreadedEngine::NewOperator(AsyncFn fn, const std::vector<VarHandle>& 
   for (std::size_t i = 0; i < vars.size(); ++i) {
     if (out > 0 && vars[out - 1].first == vars[i].first) {
       if (vars[out - 1].second != vars[i].second) {
-        throw std::invalid_argument(Named(call, "a var appears in both const_vars and mutable_vars"));
+        throw std::invalid_argument(
+            Named(call, "a var appears in both const_vars and mutable_vars"));
       }
       continue;
     }
@@ -244,7 +251,8 @@ OprHandle ThreadedEngine::NewOperator(AsyncFn fn, const std::vector<VarHandle>& 
 void ThreadedEngine::DeleteOperator(OprHandle op) {
   if (op == nullptr) throw std::invalid_argument("DeleteOperator: null operator");
   if (op->magic.load(std::memory_order_relaxed) != Opr::kLive || op->engine != this) {
-    throw std::invalid_argument("DeleteOperator: operator was deleted or belongs to another engine");
+    throw std::invalid_argument(
+        "DeleteOperator: operator was deleted or belongs to another engine");
   }
   std::uint32_t prev = op->pushes.fetch_or(Opr::kDeleteRequested, std::memory_order_acq_rel);
   if (prev & Opr::kDeleteRequested) {
@@ -276,8 +284,8 @@ void ThreadedEngine::PushAsync(AsyncFn exec_fun, Context exec_ctx,
                                const std::vector<VarHandle>& mutable_vars, FnProperty prop,
                                int priority, const char* opr_name) {
   if (!exec_fun) throw std::invalid_argument("PushAsync: null function");
-  PushOneShot(nullptr, std::move(exec_fun), exec_ctx, const_vars, mutable_vars, prop, priority,
-              opr_name, OprKind::kUser, "PushAsync");
+  PushOneShot(nullptr, &exec_fun, exec_ctx, const_vars, mutable_vars, prop, priority, opr_name,
+              OprKind::kUser, "PushAsync");
 }
 
 void ThreadedEngine::PushSyncImpl(SyncFn exec_fn, Context exec_ctx,
@@ -285,11 +293,11 @@ void ThreadedEngine::PushSyncImpl(SyncFn exec_fn, Context exec_ctx,
                                   const std::vector<VarHandle>& mutable_vars, FnProperty prop,
                                   int priority, const char* opr_name) {
   if (!exec_fn) throw std::invalid_argument("PushSync: null function");
-  PushOneShot(std::move(exec_fn), nullptr, exec_ctx, const_vars, mutable_vars, prop, priority,
-              opr_name, OprKind::kUser, "PushSync");
+  PushOneShot(&exec_fn, nullptr, exec_ctx, const_vars, mutable_vars, prop, priority, opr_name,
+              OprKind::kUser, "PushSync");
 }
 
-void ThreadedEngine::PushOneShot(SyncFn sync_fn, AsyncFn async_fn, Context ctx,
+void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx,
                                  const std::vector<VarHandle>& const_vars,
                                  const std::vector<VarHandle>& mutable_vars, FnProperty prop,
                                  int priority, const char* name, OprKind kind, const char* call) {
@@ -299,10 +307,10 @@ void ThreadedEngine::PushOneShot(SyncFn sync_fn, AsyncFn async_fn, Context ctx,
     Throttle();
   }
   OprBlock* b = BlockPool::Allocate();
-  if (sync_fn) {
-    b->fn.SetSync(std::move(sync_fn));
+  if (sync_fn != nullptr) {
+    b->fn.SetSync(std::move(*sync_fn));
   } else {
-    b->fn.SetAsync(std::move(async_fn));
+    b->fn.SetAsync(std::move(*async_fn));
   }
   b->prop = prop;
   b->name = name;
@@ -379,13 +387,13 @@ void ThreadedEngine::Push(OprHandle op, Context exec_ctx, int priority, bool pro
 void ThreadedEngine::DeleteVariable(SyncFn delete_fn, Context exec_ctx, VarHandle var) {
   if (!delete_fn) delete_fn = [](RunContext) {};
   // Deletions go ahead of all normal work so memory comes back promptly.
-  PushOneShot(std::move(delete_fn), nullptr, exec_ctx, {}, {var}, FnProperty::kNormal,
-              kMaxPriority + 1, "DeleteVariable", OprKind::kDeleteVar, "DeleteVariable");
+  PushOneShot(&delete_fn, nullptr, exec_ctx, {}, {var}, FnProperty::kNormal, kMaxPriority + 1,
+              "DeleteVariable", OprKind::kDeleteVar, "DeleteVariable");
 }
 
 // Locks a run-time set of vars, which the static analysis cannot follow.
-void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted)
-    NO_THREAD_SAFETY_ANALYSIS {
+void ThreadedEngine::Enqueue(OprBlock* b, const char* call,
+                             bool mark_deleted) NO_THREAD_SAFETY_ANALYSIS {
   for (VarSlot& s : b->slots) {
     try {
       CheckVar(s.var, call);
@@ -394,10 +402,10 @@ void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted)
       throw;
     }
   }
-  b->profile = (b->profiling || profile_all_.load(std::memory_order_relaxed)) &&
-                       b->kind != OprKind::kWaitVar
-                   ? profiler_->Begin(*b)
-                   : nullptr;
+  b->profile =
+      (b->profiling || profile_all_.load(std::memory_order_relaxed)) && b->kind != OprKind::kWaitVar
+          ? profiler_->Begin(*b)
+          : nullptr;
   // Lock every var in address order (slots are sorted): concurrent pushes
   // then queue on all their shared vars in the same relative order, which is
   // what makes pushing from several threads deadlock-free and serializable.
@@ -493,11 +501,11 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
   if (b->profile != nullptr) {
     auto* w = static_cast<WorkerTls*>(tls_worker_raw);
     const bool queued = w != nullptr && w->engine == this;
-    profiler_->MarkStart(b->profile,
-                         pending_[0].load(std::memory_order_relaxed) +
-                             pending_[1].load(std::memory_order_relaxed),
-                         queued ? w->pool->name().c_str() : nullptr,
-                         queued ? static_cast<std::int64_t>(w->pool->queue().SizeHint()) : -1);
+    profiler_->MarkStart(
+        b->profile,
+        pending_[0].load(std::memory_order_relaxed) + pending_[1].load(std::memory_order_relaxed),
+        queued ? w->pool->name().c_str() : nullptr,
+        queued ? static_cast<std::int64_t>(w->pool->queue().SizeHint()) : -1);
   }
   if (b->kind == OprKind::kUser && failed_var_count_.load(std::memory_order_acquire) > 0) {
     if (FailurePtr f = FindFailure(b)) {
@@ -673,8 +681,9 @@ void ThreadedEngine::Throttle() {
 
 void ThreadedEngine::WaitForAll() {
   if (OnOwnThread()) {
-    throw std::logic_error("WaitForAll called from inside a function running on the same engine "
-                           "(it would deadlock)");
+    throw std::logic_error(
+        "WaitForAll called from inside a function running on the same engine "
+        "(it would deadlock)");
   }
   {
     MutexLock lock(wait_all_mu_);
@@ -713,8 +722,9 @@ void ThreadedEngine::WaitForAll() {
 void ThreadedEngine::WaitForVar(VarHandle var) {
   CheckVar(var, "WaitForVar");
   if (OnOwnThread()) {
-    throw std::logic_error("WaitForVar called from inside a function running on the same engine "
-                           "(it would deadlock)");
+    throw std::logic_error(
+        "WaitForVar called from inside a function running on the same engine "
+        "(it would deadlock)");
   }
   FailurePtr failure;
   bool idle;
@@ -729,19 +739,18 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
     struct Waiter {
       std::mutex mu;
       std::condition_variable cv;
-      bool done = false;  // guarded by mu
+      bool done = false;   // guarded by mu
       FailurePtr failure;  // written before done, read after
     } waiter;
-    PushOneShot(
-        [this, var, &waiter](RunContext) {
-          FailurePtr f = TakeFailure(var);
-          std::lock_guard<std::mutex> lock(waiter.mu);
-          waiter.failure = std::move(f);
-          waiter.done = true;
-          waiter.cv.notify_one();  // under the lock: the waiter cannot vanish first
-        },
-        nullptr, Context::CPU(), {var}, {}, FnProperty::kAsync, 0, "WaitForVar", OprKind::kWaitVar,
-        "WaitForVar");
+    SyncFn wake = [this, var, &waiter](RunContext) {
+      FailurePtr f = TakeFailure(var);
+      std::lock_guard<std::mutex> lock(waiter.mu);
+      waiter.failure = std::move(f);
+      waiter.done = true;
+      waiter.cv.notify_one();  // under the lock: the waiter cannot vanish first
+    };
+    PushOneShot(&wake, nullptr, Context::CPU(), {var}, {}, FnProperty::kAsync, 0, "WaitForVar",
+                OprKind::kWaitVar, "WaitForVar");
     std::unique_lock<std::mutex> lock(waiter.mu);
     waiter.cv.wait(lock, [&] { return waiter.done; });
     failure = std::move(waiter.failure);

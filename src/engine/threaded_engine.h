@@ -81,7 +81,8 @@ class ThreadedEngine : public Engine {
   struct WorkerTls;
   struct InlineFrame;
 
-  void PushOneShot(SyncFn sync_fn, AsyncFn async_fn, Context ctx,
+  // Exactly one of sync_fn / async_fn is non-null; it is moved from.
+  void PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx,
                    const std::vector<VarHandle>& const_vars,
                    const std::vector<VarHandle>& mutable_vars, FnProperty prop, int priority,
                    const char* name, OprKind kind, const char* call);
@@ -138,7 +139,7 @@ class ThreadedEngine : public Engine {
   // orders it), decremented after one is cleared. acquire/release.
   std::atomic<int> failed_var_count_{0};
   Mutex failures_mu_;
-  std::vector<FailurePtr> failure_log_ GUARDED_BY(failures_mu_);  // since last WaitForAll
+  std::vector<FailurePtr> failure_log_ GUARDED_BY(failures_mu_);   // since last WaitForAll
   std::unordered_set<Var*> failed_vars_ GUARDED_BY(failures_mu_);  // may hold cleared vars
 
   // --- live objects, freed when the engine is destroyed ---

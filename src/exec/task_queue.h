@@ -63,14 +63,14 @@ class TaskQueue {
   SpinLock mu_;
   OprBlock* fifo_head_ GUARDED_BY(mu_) = nullptr;  // priority 0, oldest first
   OprBlock* fifo_tail_ GUARDED_BY(mu_) = nullptr;
-  std::vector<OprBlock*> heap_ GUARDED_BY(mu_);    // other priorities, max-heap
-  std::atomic<int> max_priority_{INT_MIN};   // see MaxWaitingPriority
-  std::atomic<std::size_t> size_{0};         // blocks queued; seq_cst in the wake-up protocol
+  std::vector<OprBlock*> heap_ GUARDED_BY(mu_);  // other priorities, max-heap
+  std::atomic<int> max_priority_{INT_MIN};       // see MaxWaitingPriority
+  std::atomic<std::size_t> size_{0};             // blocks queued; seq_cst in the wake-up protocol
   // Event count (see the wake-up protocol above), on its own cache line:
   // pushers only read it in the common case.
   alignas(64) std::atomic<int> sleepers_{0};
   std::atomic<std::uint32_t> epoch_{0};
-  std::atomic<bool> stop_{false};            // set once by Stop()
+  std::atomic<bool> stop_{false};  // set once by Stop()
 };
 
 template <class OnEmpty>

@@ -39,19 +39,27 @@ void BinaryMap(const TBlob& lhs, const TBlob& rhs, const TBlob& out, OpReqType r
 
 struct Plus {
   template <class T>
-  T operator()(T a, T b) const { return a + b; }
+  T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 struct Minus {
   template <class T>
-  T operator()(T a, T b) const { return a - b; }
+  T operator()(T a, T b) const {
+    return a - b;
+  }
 };
 struct Mul {
   template <class T>
-  T operator()(T a, T b) const { return a * b; }
+  T operator()(T a, T b) const {
+    return a * b;
+  }
 };
 struct Div {
   template <class T>
-  T operator()(T a, T b) const { return a / b; }
+  T operator()(T a, T b) const {
+    return a / b;
+  }
 };
 
 }  // namespace depengine::internal

@@ -93,19 +93,17 @@ template <class F>
 void BinaryInto(const NDArray& lhs, const NDArray& rhs, NDArray* out, const char* name, F f) {
   CheckSame(lhs, rhs, name);
   const TBlob a = lhs.data(), b = rhs.data(), o = out->data();
-  PushArrays(
-      name, out->engine(), out->ctx(),
-      [a, b, o, f](RunContext) { internal::BinaryMap(a, b, o, kWriteTo, f); }, {&lhs, &rhs},
-      {out});
+  PushArrays(name, out->engine(), out->ctx(),
+             [a, b, o, f](RunContext) { internal::BinaryMap(a, b, o, kWriteTo, f); }, {&lhs, &rhs},
+             {out});
 }
 
 template <class F>
 void UnaryInto(const NDArray& in, NDArray* out, const char* name, F f) {
   CheckDefined(in, name);
   const TBlob a = in.data(), o = out->data();
-  PushArrays(
-      name, out->engine(), out->ctx(), [a, o, f](RunContext) { internal::UnaryMap(a, o, kWriteTo, f); },
-      {&in}, {out});
+  PushArrays(name, out->engine(), out->ctx(),
+             [a, o, f](RunContext) { internal::UnaryMap(a, o, kWriteTo, f); }, {&in}, {out});
 }
 
 NDArray Like(const NDArray& a) { return NDArray(a.shape(), a.ctx(), a.engine(), a.dtype()); }
@@ -189,9 +187,8 @@ void NDArray::SyncCopyFromCPUImpl(const void* src, std::size_t n, int dtype) {
   }
   void* dst = data().dptr_;
   const std::size_t bytes = n * TypeSize(dtype);
-  PushArrays(
-      "SyncCopyFromCPU", engine(), ctx(), [dst, src, bytes](RunContext) { std::memcpy(dst, src, bytes); },
-      {}, {this});
+  PushArrays("SyncCopyFromCPU", engine(), ctx(),
+             [dst, src, bytes](RunContext) { std::memcpy(dst, src, bytes); }, {}, {this});
   WaitToRead();
 }
 
@@ -216,16 +213,15 @@ NDArray NDArray::Copy() const {
 NDArray& NDArray::operator=(double value) {
   CheckDefined(*this, "NDArray::operator=");
   const TBlob o = data();
-  PushArrays(
-      "fill", engine(), ctx(),
-      [o, value](RunContext) {
-        SwitchType(o.type_flag_, [&](auto tag) {
-          using T = decltype(tag);
-          T* p = o.dptr<T>();
-          for (std::size_t i = 0, n = o.Size(); i < n; ++i) p[i] = static_cast<T>(value);
-        });
-      },
-      {}, {this});
+  PushArrays("fill", engine(), ctx(),
+             [o, value](RunContext) {
+               SwitchType(o.type_flag_, [&](auto tag) {
+                 using T = decltype(tag);
+                 T* p = o.dptr<T>();
+                 for (std::size_t i = 0, n = o.Size(); i < n; ++i) p[i] = static_cast<T>(value);
+               });
+             },
+             {}, {this});
   return *this;
 }
 
@@ -262,10 +258,18 @@ NDArray& NDArray::operator/=(double s) {
   return *this;
 }
 
-NDArray operator+(const NDArray& l, const NDArray& r) { return BinaryNew(l, r, "operator+", internal::Plus{}); }
-NDArray operator-(const NDArray& l, const NDArray& r) { return BinaryNew(l, r, "operator-", internal::Minus{}); }
-NDArray operator*(const NDArray& l, const NDArray& r) { return BinaryNew(l, r, "operator*", internal::Mul{}); }
-NDArray operator/(const NDArray& l, const NDArray& r) { return BinaryNew(l, r, "operator/", internal::Div{}); }
+NDArray operator+(const NDArray& l, const NDArray& r) {
+  return BinaryNew(l, r, "operator+", internal::Plus{});
+}
+NDArray operator-(const NDArray& l, const NDArray& r) {
+  return BinaryNew(l, r, "operator-", internal::Minus{});
+}
+NDArray operator*(const NDArray& l, const NDArray& r) {
+  return BinaryNew(l, r, "operator*", internal::Mul{});
+}
+NDArray operator/(const NDArray& l, const NDArray& r) {
+  return BinaryNew(l, r, "operator/", internal::Div{});
+}
 NDArray operator+(const NDArray& l, double s) {
   return UnaryNew(l, "operator+", [s](auto a) { return a + s; });
 }
@@ -293,7 +297,8 @@ void CopyFromTo(const NDArray& from, NDArray* to, int priority) {
   if (from.shape() != to->shape() || from.dtype() != to->dtype()) {
     throw std::invalid_argument("CopyFromTo: cannot copy a " + std::string(TypeName(from.dtype())) +
                                 " array of shape " + from.shape().ToString() + " into a " +
-                                TypeName(to->dtype()) + " array of shape " + to->shape().ToString());
+                                TypeName(to->dtype()) + " array of shape " +
+                                to->shape().ToString());
   }
   if (from.engine() != to->engine()) {
     throw std::invalid_argument("CopyFromTo: the arrays belong to different engines");
@@ -303,7 +308,8 @@ void CopyFromTo(const NDArray& from, NDArray* to, int priority) {
   // memmove: two slices of one storage may overlap.
   PushArrays(
       "CopyFromTo", to->engine(), to->ctx(),
-      [a, o, bytes](RunContext) { std::memmove(o.dptr_, a.dptr_, bytes); }, {&from}, {to}, priority);
+      [a, o, bytes](RunContext) { std::memmove(o.dptr_, a.dptr_, bytes); }, {&from}, {to},
+      priority);
 }
 
 namespace {

@@ -15,9 +15,9 @@ namespace internal {
 // resource's var (and by the manager when it creates it, before any such
 // function exists).
 struct ResourceState {
-  RandomGenerator random;          // kRandom
-  void* space = nullptr;           // kTempSpace: 64-byte aligned buffer
-  std::size_t space_bytes = 0;     // its capacity
+  RandomGenerator random;       // kRandom
+  void* space = nullptr;        // kTempSpace: 64-byte aligned buffer
+  std::size_t space_bytes = 0;  // its capacity
 
   ResourceState() = default;
   ResourceState(const ResourceState&) = delete;
@@ -111,8 +111,9 @@ ResourceManager::~ResourceManager() {
 
 Resource ResourceManager::Request(Context ctx, const ResourceRequest& req) {
   if (ctx.dev_type == DeviceType::kGPU) {
-    throw std::invalid_argument("ResourceManager::Request: GPU resources are not supported in this "
-                                "build (CPU only)");
+    throw std::invalid_argument(
+        "ResourceManager::Request: GPU resources are not supported in this "
+        "build (CPU only)");
   }
   std::lock_guard<std::mutex> lock(impl_->mu);
   const auto key = std::make_pair(static_cast<int>(ctx.dev_type), ctx.dev_id);

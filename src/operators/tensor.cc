@@ -1,9 +1,9 @@
 // TShape, element types and TBlob.
+#include "depengine/tensor.h"
+
 #include <cctype>
 #include <stdexcept>
 #include <string>
-
-#include "depengine/tensor.h"
 
 namespace depengine {
 

@@ -22,20 +22,28 @@ thread_local std::string tls_thread_name;
 
 const char* PropName(FnProperty p) {
   switch (p) {
-    case FnProperty::kNormal: return "kNormal";
-    case FnProperty::kCopyFromGPU: return "kCopyFromGPU";
-    case FnProperty::kCopyToGPU: return "kCopyToGPU";
-    case FnProperty::kCPUPrioritized: return "kCPUPrioritized";
-    case FnProperty::kAsync: return "kAsync";
+    case FnProperty::kNormal:
+      return "kNormal";
+    case FnProperty::kCopyFromGPU:
+      return "kCopyFromGPU";
+    case FnProperty::kCopyToGPU:
+      return "kCopyToGPU";
+    case FnProperty::kCPUPrioritized:
+      return "kCPUPrioritized";
+    case FnProperty::kAsync:
+      return "kAsync";
   }
   return "?";
 }
 
 std::string DeviceName(const Context& c) {
   switch (c.dev_type) {
-    case DeviceType::kCPU: return "cpu(" + std::to_string(c.dev_id) + ")";
-    case DeviceType::kGPU: return "gpu(" + std::to_string(c.dev_id) + ")";
-    case DeviceType::kCPUPinned: return "cpu_pinned(" + std::to_string(c.dev_id) + ")";
+    case DeviceType::kCPU:
+      return "cpu(" + std::to_string(c.dev_id) + ")";
+    case DeviceType::kGPU:
+      return "gpu(" + std::to_string(c.dev_id) + ")";
+    case DeviceType::kCPUPinned:
+      return "cpu_pinned(" + std::to_string(c.dev_id) + ")";
   }
   return "?";
 }
@@ -44,9 +52,15 @@ std::string JsonString(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -97,8 +111,8 @@ std::int64_t NowNs() {
 struct Profiler::Chunk {
   static constexpr int kCapacity = 1024;
   ProfileRecord* items[kCapacity];
-  std::atomic<int> count{0};           // release by the writer, acquire by readers
-  std::atomic<Chunk*> next{nullptr};   // likewise
+  std::atomic<int> count{0};          // release by the writer, acquire by readers
+  std::atomic<Chunk*> next{nullptr};  // likewise
 };
 
 struct Profiler::Buffer {
@@ -216,7 +230,9 @@ std::vector<const ProfileRecord*> Profiler::Snapshot() {
   return out;
 }
 
-void Profiler::Clear() { clear_floor_.store(next_seq_.load(std::memory_order_relaxed), std::memory_order_release); }
+void Profiler::Clear() {
+  clear_floor_.store(next_seq_.load(std::memory_order_relaxed), std::memory_order_release);
+}
 
 std::size_t Profiler::Count() { return Snapshot().size(); }
 
@@ -251,16 +267,19 @@ void Profiler::WriteTrace(const std::string& path) {
        << ",\"dur\":" << Us(r->end_ns - r->start_ns) << ",\"args\":{\"seq\":" << r->seq
        << ",\"reads\":" << VarList(r->reads) << ",\"writes\":" << VarList(r->writes)
        << ",\"priority\":" << r->priority << ",\"property\":\"" << PropName(r->prop)
-       << "\",\"device\":\"" << DeviceName(r->ctx) << "\",\"queue_wait_us\":"
-       << Us(r->start_ns - r->ready_ns) << ",\"dependency_wait_us\":" << Us(r->ready_ns - r->push_ns)
+       << "\",\"device\":\"" << DeviceName(r->ctx)
+       << "\",\"queue_wait_us\":" << Us(r->start_ns - r->ready_ns)
+       << ",\"dependency_wait_us\":" << Us(r->ready_ns - r->push_ns)
        << (r->failed ? ",\"failed\":true" : "") << (r->skipped ? ",\"skipped\":true" : "") << "}}";
     emit(ev.str());
-    emit("{\"ph\":\"C\",\"pid\":1,\"name\":\"pending functions\",\"ts\":" + Us(r->start_ns - origin_ns_) +
+    emit("{\"ph\":\"C\",\"pid\":1,\"name\":\"pending functions\",\"ts\":" +
+         Us(r->start_ns - origin_ns_) +
          ",\"args\":{\"pending\":" + std::to_string(r->pending_at_start) + "}}");
     if (r->queue_name != nullptr && r->queue_depth_at_start >= 0) {
-      emit("{\"ph\":\"C\",\"pid\":1,\"name\":" + JsonString(std::string("queue depth ") + r->queue_name) +
-           ",\"ts\":" + Us(r->start_ns - origin_ns_) + ",\"args\":{\"depth\":" +
-           std::to_string(r->queue_depth_at_start) + "}}");
+      emit("{\"ph\":\"C\",\"pid\":1,\"name\":" +
+           JsonString(std::string("queue depth ") + r->queue_name) +
+           ",\"ts\":" + Us(r->start_ns - origin_ns_) +
+           ",\"args\":{\"depth\":" + std::to_string(r->queue_depth_at_start) + "}}");
     }
   }
   // Flow arrows: from a function's end to the start of each function it
@@ -274,10 +293,12 @@ void Profiler::WriteTrace(const std::string& path) {
       ++flow_id;
       emit("{\"ph\":\"s\",\"pid\":1,\"tid\":" + std::to_string(r->row) + ",\"id\":" +
            std::to_string(flow_id) + ",\"name\":\"releases\",\"cat\":\"dependency\",\"ts\":" +
-           Us(r->end_ns - origin_ns_ - 1) + ",\"args\":{\"var\":\"v" + std::to_string(var) + "\"}}");
-      emit("{\"ph\":\"f\",\"bp\":\"e\",\"pid\":1,\"tid\":" + std::to_string(to->row) + ",\"id\":" +
-           std::to_string(flow_id) + ",\"name\":\"releases\",\"cat\":\"dependency\",\"ts\":" +
-           Us(to->start_ns - origin_ns_) + "}");
+           Us(r->end_ns - origin_ns_ - 1) + ",\"args\":{\"var\":\"v" + std::to_string(var) +
+           "\"}}");
+      emit("{\"ph\":\"f\",\"bp\":\"e\",\"pid\":1,\"tid\":" + std::to_string(to->row) +
+           ",\"id\":" + std::to_string(flow_id) +
+           ",\"name\":\"releases\",\"cat\":\"dependency\",\"ts\":" + Us(to->start_ns - origin_ns_) +
+           "}");
     }
   }
   out << "\n]}\n";
@@ -316,8 +337,9 @@ void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {
     rows.push_back(row);
   }
   std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.total > b.total; });
-  table << "| function | count | run total us | run mean | run p50 | run p99 | run max | wait mean | "
-           "wait p50 | wait p99 | wait max |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+  table
+      << "| function | count | run total us | run mean | run p50 | run p99 | run max | wait mean | "
+         "wait p50 | wait p99 | wait max |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
   table << std::fixed << std::setprecision(3);
   for (const Row& r : rows) {
     table << "| " << r.name << " | " << r.count << " | " << r.total << " | " << r.mean << " | "
@@ -332,9 +354,9 @@ void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {
     const Row& r = rows[i];
     out << (i ? ",\n" : "") << "{\"name\":" << JsonString(r.name) << ",\"count\":" << r.count
         << ",\"run\":{\"total\":" << r.total << ",\"mean\":" << r.mean << ",\"p50\":" << r.p50
-        << ",\"p99\":" << r.p99 << ",\"max\":" << r.max << "},\"queue_wait\":{\"total\":" << r.wtotal
-        << ",\"mean\":" << r.wmean << ",\"p50\":" << r.wp50 << ",\"p99\":" << r.wp99
-        << ",\"max\":" << r.wmax << "}}";
+        << ",\"p99\":" << r.p99 << ",\"max\":" << r.max
+        << "},\"queue_wait\":{\"total\":" << r.wtotal << ",\"mean\":" << r.wmean
+        << ",\"p50\":" << r.wp50 << ",\"p99\":" << r.wp99 << ",\"max\":" << r.wmax << "}}";
   }
   out << "\n]}\n";
 }
@@ -358,7 +380,8 @@ void Profiler::WriteGraph(const std::string& path) {
     const ProfileRecord* r = records[i];
     for (std::uint64_t v : r->reads) {
       VarState& s = vars[v];
-      if (s.last_writer >= 0) edges.push_back({static_cast<std::size_t>(s.last_writer), i, v, "RAW"});
+      if (s.last_writer >= 0)
+        edges.push_back({static_cast<std::size_t>(s.last_writer), i, v, "RAW"});
       s.readers.push_back(i);
     }
     for (std::uint64_t v : r->writes) {
@@ -393,7 +416,8 @@ void Profiler::WriteGraph(const std::string& path) {
     if (end < 0 || dist[i] > dist[static_cast<std::size_t>(end)]) end = static_cast<long>(i);
   }
   std::vector<bool> on_path(records.size(), false);
-  for (long i = end; i >= 0; i = pred[static_cast<std::size_t>(i)]) on_path[static_cast<std::size_t>(i)] = true;
+  for (long i = end; i >= 0; i = pred[static_cast<std::size_t>(i)])
+    on_path[static_cast<std::size_t>(i)] = true;
 
   std::ofstream out(path);
   if (!out) throw std::runtime_error("DumpDependencyGraph: cannot write " + path);
@@ -405,13 +429,14 @@ void Profiler::WriteGraph(const std::string& path) {
     std::ostringstream label;
     label << r->name << "\n#" << r->seq << " " << Us(r->end_ns - r->start_ns) << " us";
     out << "  f" << r->seq << " [label=" << JsonString(label.str())
-        << (on_path[i] ? ", color=red, penwidth=2" : "") << (r->failed || r->skipped ? ", style=dashed" : "")
-        << "];\n";
+        << (on_path[i] ? ", color=red, penwidth=2" : "")
+        << (r->failed || r->skipped ? ", style=dashed" : "") << "];\n";
   }
   for (const Edge& e : edges) {
-    const bool critical = on_path[e.from] && on_path[e.to] && pred[e.to] == static_cast<long>(e.from);
-    out << "  f" << records[e.from]->seq << " -> f" << records[e.to]->seq << " [label=\"v" << e.var << " "
-        << e.kind << "\"" << (critical ? ", color=red, penwidth=2" : "") << "];\n";
+    const bool critical =
+        on_path[e.from] && on_path[e.to] && pred[e.to] == static_cast<long>(e.from);
+    out << "  f" << records[e.from]->seq << " -> f" << records[e.to]->seq << " [label=\"v" << e.var
+        << " " << e.kind << "\"" << (critical ? ", color=red, penwidth=2" : "") << "];\n";
   }
   out << "}\n";
 }

@@ -1,9 +1,8 @@
 // include/depengine/profiler.h: the public calls, forwarded to the engine's
 // Profiler.
-#include "depengine/profiler.h"
-
 #include <stdexcept>
 
+#include "depengine/profiler.h"
 #include "engine/threaded_engine.h"
 
 namespace depengine {

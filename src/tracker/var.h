@@ -28,8 +28,8 @@ class ThreadedEngine;
 // OprBlock, and is linked into the var's queue while it waits.
 struct VarSlot {
   Var* var = nullptr;
-  VarSlot* next = nullptr;     // next waiting slot; guarded by var->lock_
-  OprBlock* owner = nullptr;   // the function that uses the var
+  VarSlot* next = nullptr;    // next waiting slot; guarded by var->lock_
+  OprBlock* owner = nullptr;  // the function that uses the var
   bool write = false;
 };
 
@@ -78,17 +78,17 @@ class alignas(64) Var {
   std::atomic<std::uint32_t> magic{kDead};
   internal::SpinLock lock;
   // --- guarded by lock ---
-  bool deleted GUARDED_BY(lock) = false;         // DeleteVariable was called
-  bool write_running GUARDED_BY(lock) = false;   // a granted, unfinished write
-  int running_reads GUARDED_BY(lock) = 0;        // granted, unfinished reads
+  bool deleted GUARDED_BY(lock) = false;                     // DeleteVariable was called
+  bool write_running GUARDED_BY(lock) = false;               // a granted, unfinished write
+  int running_reads GUARDED_BY(lock) = 0;                    // granted, unfinished reads
   internal::VarSlot* queue_head GUARDED_BY(lock) = nullptr;  // oldest waiting use
   internal::VarSlot* queue_tail GUARDED_BY(lock) = nullptr;  // newest waiting use
-  const internal::ThreadedEngine* engine = nullptr;  // set at creation, read-only after
+  const internal::ThreadedEngine* engine = nullptr;          // set at creation, read-only after
 
   // --- cold ---
   internal::FailurePtr failure GUARDED_BY(lock);  // set by a failed writer
-  Var* pool_next = nullptr;  // owned by ObjectPool while the var is free
-  std::uint64_t profile_id = 0;  // names the var in profiles; set at creation
+  Var* pool_next = nullptr;                       // owned by ObjectPool while the var is free
+  std::uint64_t profile_id = 0;                   // names the var in profiles; set at creation
   // The engine's list of live vars; guarded by the engine's live_mu_.
   Var* live_prev = nullptr;
   Var* live_next = nullptr;

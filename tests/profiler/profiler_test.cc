@@ -1,5 +1,7 @@
 // The profiler's outputs, parsed and checked against the dependencies of the
 // program that produced them.
+#include "depengine/profiler.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,7 +15,6 @@
 #include <string>
 
 #include "depengine/engine.h"
-#include "depengine/profiler.h"
 
 namespace depengine {
 namespace {
@@ -131,7 +132,8 @@ TEST_P(ProfilerTest, StatsTableAndJson) {
   auto e = MakeEngine();
   SetProfiling(*e, true);
   VarHandle v = e->NewVariable();
-  for (int i = 0; i < 50; ++i) e->PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kNormal, 0, "tick");
+  for (int i = 0; i < 50; ++i)
+    e->PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kNormal, 0, "tick");
   e->WaitForAll();
   std::ostringstream table;
   const std::string path = TempPath("stats.json");
@@ -214,7 +216,8 @@ TEST(ProfilerEnv, ProfilePathFromEnvironmentWritesTraceAtDestruction) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllEngines, ProfilerTest,
-                         ::testing::Values(EngineKind::kNaive, EngineKind::kPooled, EngineKind::kPerDevice),
+                         ::testing::Values(EngineKind::kNaive, EngineKind::kPooled,
+                                           EngineKind::kPerDevice),
                          [](const ::testing::TestParamInfo<EngineKind>& info) {
                            return std::string(EngineKindName(info.param));
                          });
