@@ -224,6 +224,10 @@ struct EngineOptions {
   // here when it is destroyed (see depengine/profiler.h). Environment:
   // DEPENGINE_PROFILE.
   std::string profile_path;
+  // Debugging aid, 0 = off: report to stderr, once, every function that has
+  // run longer than this many seconds (e.g. an async function whose
+  // callback is never called). Environment: DEPENGINE_WATCHDOG_SECONDS.
+  double watchdog_seconds = 0;
 
   // Reads DEPENGINE_ENGINE_TYPE (NaiveEngine, ThreadedEnginePooled or its
   // alias ThreadedEngine, ThreadedEnginePerDevice),

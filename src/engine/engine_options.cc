@@ -49,6 +49,14 @@ EngineOptions EngineOptions::FromEnv() {
   ReadCount("DEPENGINE_MAX_IN_FLIGHT", &o.max_in_flight);
   ReadCount("DEPENGINE_SIMULATED_GPUS", &o.simulated_gpus);
   if (const char* s = std::getenv("DEPENGINE_PROFILE"); s != nullptr) o.profile_path = s;
+  if (const char* s = std::getenv("DEPENGINE_WATCHDOG_SECONDS"); s != nullptr && *s != '\0') {
+    char* end = nullptr;
+    o.watchdog_seconds = std::strtod(s, &end);
+    if (*end != '\0' || !(o.watchdog_seconds >= 0)) {
+      throw std::invalid_argument(std::string("DEPENGINE_WATCHDOG_SECONDS=") + s +
+                                  ": expected a non-negative number of seconds (0 = off)");
+    }
+  }
   return o;
 }
 

@@ -73,7 +73,9 @@ thread_local void* tls_inline_top = nullptr;  // ThreadedEngine::InlineFrame*
 ThreadedEngine::ThreadedEngine(const EngineOptions& options)
     : options_(options),
       gpu_count_(options.simulated_gpus > 0 ? options.simulated_gpus : gpu::DeviceCount()),
-      profiler_(std::make_unique<Profiler>()) {
+      profiler_(std::make_unique<Profiler>()),
+      watchdog_(options.watchdog_seconds > 0 ? std::make_unique<Watchdog>(options.watchdog_seconds)
+                                             : nullptr) {
   profile_all_.store(!options.profile_path.empty(), std::memory_order_relaxed);
   if (options.cpu_worker_threads < 0 || options.cpu_priority_threads < 0 ||
       options.gpu_worker_threads < 0 || options.gpu_copy_threads < 0 ||
@@ -515,6 +517,7 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
       return;
     }
   }
+  if (watchdog_ != nullptr) watchdog_->Started(b, b->name);
   if (const SyncFn* sync = b->fn.sync()) {
     b->finish_refs.store(1, std::memory_order_relaxed);
     std::exception_ptr error;
@@ -555,6 +558,7 @@ void ThreadedEngine::CompleteCallback(void* param, std::uint64_t ticket, std::ex
 
 void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
   const int pending_slot = b->pending_slot;
+  if (watchdog_ != nullptr) watchdog_->Finished(b);
   GrantList granted;
   std::vector<Var*> newly_failed;
   if (b->kind == OprKind::kDeleteVar) {

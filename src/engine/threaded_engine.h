@@ -15,6 +15,7 @@
 #include "common/mutex.h"
 #include "depengine/engine.h"
 #include "exec/worker_pool.h"
+#include "engine/watchdog.h"
 #include "profiler/profiler.h"
 #include "tracker/failure.h"
 #include "tracker/opr_block.h"
@@ -154,6 +155,9 @@ class ThreadedEngine : public Engine {
   // Record every push (SetProfiling / DEPENGINE_PROFILE); read relaxed on
   // each push: a push racing with the switch may go either way.
   std::atomic<bool> profile_all_{false};
+
+  // Set when options.watchdog_seconds > 0; immutable after construction.
+  const std::unique_ptr<Watchdog> watchdog_;
 };
 
 }  // namespace depengine::internal

@@ -1,0 +1,45 @@
+#include "engine/watchdog.h"
+
+#include <cstdio>
+
+namespace depengine::internal {
+
+Watchdog::Watchdog(double limit_seconds) : limit_(limit_seconds), thread_([this] { Run(); }) {}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Watchdog::Started(const void* key, const char* name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  running_[key] = Entry{name != nullptr ? name : "<unnamed>", std::chrono::steady_clock::now()};
+}
+
+void Watchdog::Finished(const void* key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  running_.erase(key);
+}
+
+void Watchdog::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& [key, e] : running_) {
+      const std::chrono::duration<double> age = now - e.start;
+      if (age < limit_ || e.reported) continue;
+      e.reported = true;
+      std::fprintf(stderr,
+                   "depengine watchdog: function '%s' has been running for %.1f s "
+                   "(limit %.1f s); an async function whose callback is never called "
+                   "never finishes\n",
+                   e.name.c_str(), age.count(), limit_.count());
+    }
+  }
+}
+
+}  // namespace depengine::internal

@@ -1,0 +1,45 @@
+// Watchdog: a debugging aid, off by default (EngineOptions::watchdog_seconds,
+// DEPENGINE_WATCHDOG_SECONDS). It tracks the functions that have started and
+// not finished, and once a second reports to stderr the names and ages of
+// those running longer than the limit: an async function whose callback is
+// never called shows up here instead of as a silent hang.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+namespace depengine::internal {
+
+class Watchdog {
+ public:
+  explicit Watchdog(double limit_seconds);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // `key` identifies one execution until Finished(key).
+  void Started(const void* key, const char* name);
+  void Finished(const void* key);
+
+ private:
+  struct Entry {
+    std::string name;
+    std::chrono::steady_clock::time_point start;
+    bool reported = false;
+  };
+  void Run();
+
+  const std::chrono::duration<double> limit_;
+  std::mutex mu_;
+  std::condition_variable cv_;                      // waited on with mu_
+  std::unordered_map<const void*, Entry> running_;  // guarded by mu_
+  bool stop_ = false;                               // guarded by mu_
+  std::thread thread_;                              // started last
+};
+
+}  // namespace depengine::internal
