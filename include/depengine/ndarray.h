@@ -58,10 +58,13 @@ class NDArray {
   TBlob data() const;
 
   // Returns once every operation pushed before the call that writes this
-  // array has finished; rethrows the failure of a failed one.
+  // array has finished (so the caller may read it); rethrows the failure of
+  // a failed one. Engine::WaitForVar also waits for earlier readers, so in
+  // this implementation it returns only when WaitToWrite would.
   void WaitToRead() const;
   // Returns once every operation pushed before the call that reads or
-  // writes this array has finished; rethrows a failure as WaitToRead.
+  // writes this array has finished (so the caller may write it); rethrows
+  // a failure as WaitToRead.
   void WaitToWrite() const;
 
   // A view with another shape of the same size, sharing storage and var.
@@ -147,7 +150,6 @@ void CopyFromTo(const NDArray& from, NDArray* to, int priority = 0);
 // draw is pushed writing the generator's var, so draws are serialized and
 // reproducible after ResourceManager::SeedRandom.
 void SampleUniform(double lo, double hi, NDArray* out, ResourceManager* resources = nullptr);
-void SampleGaussian(double mean, double stddev, NDArray* out,
-                    ResourceManager* resources = nullptr);
+void SampleGaussian(double mean, double stddev, NDArray* out, ResourceManager* resources = nullptr);
 
 }  // namespace depengine

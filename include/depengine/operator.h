@@ -52,8 +52,8 @@ inline void Assign(T& out, OpReqType req, T value) {
 
 // What an operator learns when it runs.
 struct OpContext {
-  int is_train = 0;              // 1 in training (forward before a backward)
-  RunContext run_ctx;            // the device and stream it runs on
+  int is_train = 0;                 // 1 in training (forward before a backward)
+  RunContext run_ctx;               // the device and stream it runs on
   std::vector<Resource> requested;  // ForwardResource / BackwardResource, in order
 };
 
@@ -169,9 +169,9 @@ class OperatorRegistry {
 
 // Registers OperatorProperty class `Class` under `Name` from a .cc file
 // linked into the program.
-#define DEPENGINE_REGISTER_OP_PROPERTY(Name, Class)                           \
+#define DEPENGINE_REGISTER_OP_PROPERTY(Name, Class)                            \
   static const bool depengine_op_property_registered_##Name [[maybe_unused]] = \
-      ::depengine::OperatorRegistry::Register(                                \
+      ::depengine::OperatorRegistry::Register(                                 \
           #Name, [] { return std::unique_ptr<::depengine::OperatorProperty>(new Class()); })
 
 // Checks a shape during InferShape: if *slot is unknown it becomes
@@ -196,7 +196,8 @@ std::vector<T> OperatorProperty::BackwardInputs(const std::vector<T>& out_grad,
   all.insert(all.end(), in_data.begin(), in_data.end());
   all.insert(all.end(), out_data.begin(), out_data.end());
   std::vector<T> ret;
-  for (int i : DeclareBackwardDependency(og, id, od)) ret.push_back(all[static_cast<std::size_t>(i)]);
+  for (int i : DeclareBackwardDependency(og, id, od))
+    ret.push_back(all[static_cast<std::size_t>(i)]);
   return ret;
 }
 

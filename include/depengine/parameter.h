@@ -87,7 +87,7 @@ inline bool ParseValue(const std::string& s, bool* out) {
   return true;
 }
 template <class T>
-  requires std::is_integral_v<T>
+requires std::is_integral_v<T>
 bool ParseValue(const std::string& s, T* out) {
   const char* b = s.data();
   const char* e = s.data() + s.size();
@@ -96,7 +96,7 @@ bool ParseValue(const std::string& s, T* out) {
   return r.ec == std::errc() && r.ptr == e && b != e;
 }
 template <class T>
-  requires std::is_floating_point_v<T>
+requires std::is_floating_point_v<T>
 bool ParseValue(const std::string& s, T* out) {
   if (s.empty()) return false;
   errno = 0;
@@ -121,8 +121,7 @@ inline bool ParseValue(const std::string& s, TShape* out) {
 
 inline std::string FormatValue(bool v) { return v ? "true" : "false"; }
 template <class T>
-  requires std::is_arithmetic_v<T>
-std::string FormatValue(T v) {
+requires std::is_arithmetic_v<T> std::string FormatValue(T v) {
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, r.ptr);
@@ -160,30 +159,23 @@ class ParamField final : public internal::FieldBase<P> {
     this->has_default_ = true;
     return *this;
   }
-  ParamField& set_lower_bound(T value)
-    requires std::is_arithmetic_v<T>
-  {
+  ParamField& set_lower_bound(T value) requires std::is_arithmetic_v<T> {
     lower_ = value;
     return *this;
   }
-  ParamField& set_upper_bound(T value)
-    requires std::is_arithmetic_v<T>
-  {
+  ParamField& set_upper_bound(T value) requires std::is_arithmetic_v<T> {
     upper_ = value;
     return *this;
   }
-  ParamField& set_range(T lo, T hi)
-    requires std::is_arithmetic_v<T>
-  {
+  ParamField& set_range(T lo, T hi) requires std::is_arithmetic_v<T> {
     lower_ = lo;
     upper_ = hi;
     return *this;
   }
   // Makes the field an enumeration: only the added names are accepted, and
   // each stores its value. Only for integer fields.
-  ParamField& add_enum(std::string name, T value)
-    requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
-  {
+  ParamField& add_enum(std::string name,
+                       T value) requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) {
     enum_.emplace_back(std::move(name), value);
     return *this;
   }
@@ -273,8 +265,8 @@ class ParamSchema {
         throw ParamError(std::string(owner) + ": parameter '" + key + "' is given twice");
       }
       if (!f->Parse(p, value)) {
-        throw ParamError(std::string(owner) + ": parameter '" + key + "' expects " +
-                         f->Accepts() + ", got '" + value + "'");
+        throw ParamError(std::string(owner) + ": parameter '" + key + "' expects " + f->Accepts() +
+                         ", got '" + value + "'");
       }
     }
     for (const auto& f : fields_) {

@@ -88,7 +88,7 @@ struct Resource {
 
 // How a ResourceManager is built.
 struct ResourceOptions {
-  std::uint32_t seed = 0;  // the seed of device generators (see SeedRandom)
+  std::uint32_t seed = 0;     // the seed of device generators (see SeedRandom)
   int temp_space_copies = 1;  // temporary buffers per device, handed out in turn
 };
 

@@ -62,8 +62,8 @@ using BinaryShapeFunction = TShape (*)(const TShape& lhs, const TShape& rhs,
                                        const EnvArguments& env);
 
 // Forward functions: write the result into *ret as `req` says.
-using UnaryFunction = void (*)(const TBlob& src, const EnvArguments& env, TBlob* ret,
-                               OpReqType req, RunContext ctx);
+using UnaryFunction = void (*)(const TBlob& src, const EnvArguments& env, TBlob* ret, OpReqType req,
+                               RunContext ctx);
 using BinaryFunction = void (*)(const TBlob& lhs, const TBlob& rhs, const EnvArguments& env,
                                 TBlob* ret, OpReqType req, RunContext ctx);
 
@@ -87,8 +87,8 @@ using BinaryGradFunctionT1 = void (*)(const OutputGrad& out_grad, const OutputVa
                                       OpReqType req_lhs_grad, OpReqType req_rhs_grad,
                                       RunContext ctx);
 using BinaryGradFunctionT2 = void (*)(const OutputGrad& out_grad, const Input0& lhs,
-                                      const Input1& rhs, const EnvArguments& env,
-                                      TBlob* lhs_grad, TBlob* rhs_grad, OpReqType req_lhs_grad,
+                                      const Input1& rhs, const EnvArguments& env, TBlob* lhs_grad,
+                                      TBlob* rhs_grad, OpReqType req_lhs_grad,
                                       OpReqType req_rhs_grad, RunContext ctx);
 
 // Which buffers may share memory.
@@ -105,8 +105,10 @@ enum class SimpleOpGradKind { kNone, kOutGradOnly, kOutValue, kInputs };
 
 // Per-call options of SimpleOpRegEntry::Invoke.
 struct SimpleOpCall {
-  double scalar = 0;  // requires set_enable_scalar
-  KwArgs kwargs;      // requires set_enable_kwargs
+  double scalar = 0;  // env.scalar of ops with set_enable_scalar (ignored otherwise)
+  // Key=value arguments: requires set_enable_kwargs, except "scalar",
+  // which sets the scalar (so both forms accept the operator's kwargs).
+  KwArgs kwargs{};
   // Serves set_resource_request (nullptr: ResourceManager::Get()).
   ResourceManager* resources = nullptr;
 };
@@ -163,6 +165,7 @@ class SimpleOpRegEntry {
   bool enable_scalar() const { return enable_scalar_; }
   bool enable_kwargs() const { return enable_kwargs_; }
   bool symbolic() const { return symbolic_; }
+  bool has_shape_function() const { return unary_shape_ != nullptr || binary_shape_ != nullptr; }
   SimpleOpGradKind grad_kind() const { return grad_kind_; }
   SimpleOpInplaceOption forward_inplace() const { return fwd_inplace_; }
   SimpleOpInplaceOption backward_inplace() const { return bwd_inplace_; }
@@ -220,7 +223,7 @@ class SimpleOpRegistry {
 
 // Registers the simple op `Name` from a .cc file linked into the program;
 // chain the setters after it.
-#define DEPENGINE_REGISTER_SIMPLE_OP(Name)                                       \
+#define DEPENGINE_REGISTER_SIMPLE_OP(Name)                                            \
   static ::depengine::SimpleOpRegEntry& depengine_simple_op_##Name [[maybe_unused]] = \
       ::depengine::SimpleOpRegistry::Register(#Name)
 

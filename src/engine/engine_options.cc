@@ -38,8 +38,9 @@ EngineOptions EngineOptions::FromEnv() {
       o.kind = EngineKind::kPerDevice;
     } else {
       throw std::invalid_argument("DEPENGINE_ENGINE_TYPE=" + type +
-                                  ": expected NaiveEngine, ThreadedEnginePooled (alias "
-                                  "ThreadedEngine) or ThreadedEnginePerDevice");
+                                  ": expected one of NaiveEngine, ThreadedEnginePooled, "
+                                  "ThreadedEngine (MXNet's alias of ThreadedEnginePooled), "
+                                  "ThreadedEnginePerDevice");
     }
   }
   ReadCount("DEPENGINE_CPU_WORKER_NTHREADS", &o.cpu_worker_threads);

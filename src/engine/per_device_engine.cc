@@ -32,7 +32,7 @@ class PerDeviceEngine final : public ThreadedEngine {
 
  protected:
   void Dispatch(OprBlock* b) override {
-    const FnProperty prop = b->prop;
+    const FnProperty prop = b->prop();
     if (prop == FnProperty::kAsync) {
       RunInline(b);
       return;

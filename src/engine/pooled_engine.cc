@@ -29,7 +29,7 @@ class PooledEngine final : public ThreadedEngine {
 
  protected:
   void Dispatch(OprBlock* b) override {
-    switch (b->prop) {
+    switch (b->prop()) {
       case FnProperty::kAsync:
         RunInline(b);
         return;

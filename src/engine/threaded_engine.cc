@@ -1,8 +1,11 @@
 #include "engine/threaded_engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cassert>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -56,7 +59,31 @@ struct ThreadedEngine::WorkerTls {
 };
 namespace {
 thread_local void* tls_worker_raw = nullptr;  // ThreadedEngine::WorkerTls*
-}
+
+// True only while this thread completes a function whose body has returned:
+// then a successor it makes ready may run next on this worker (a
+// continuation). A function pushed from inside a running body must not: it
+// would wait for the body to return while another worker may be idle.
+thread_local bool tls_may_continue = false;
+
+class ContinuationGate {
+ public:
+  ContinuationGate() : saved_(tls_may_continue) { tls_may_continue = false; }
+  ~ContinuationGate() { tls_may_continue = saved_; }
+  ContinuationGate(const ContinuationGate&) = delete;
+  ContinuationGate& operator=(const ContinuationGate&) = delete;
+  // Completes with continuations allowed.
+  template <class F>
+  static void Completing(F&& complete) {
+    tls_may_continue = true;
+    complete();
+    tls_may_continue = false;
+  }
+
+ private:
+  bool saved_;
+};
+}  // namespace
 
 // One level of the inline trampoline (RunInline): blocks made ready while
 // this thread already runs a block inline for the same engine.
@@ -72,6 +99,7 @@ thread_local void* tls_inline_top = nullptr;  // ThreadedEngine::InlineFrame*
 
 ThreadedEngine::ThreadedEngine(const EngineOptions& options)
     : options_(options),
+      creator_pid_(getpid()),
       gpu_count_(options.simulated_gpus > 0 ? options.simulated_gpus : gpu::DeviceCount()),
       profiler_(std::make_unique<Profiler>()),
       watchdog_(options.watchdog_seconds > 0 ? std::make_unique<Watchdog>(options.watchdog_seconds)
@@ -129,14 +157,14 @@ void ThreadedEngine::CheckContext(const Context& ctx, const char* call) const {
       }
       return;
     case DeviceType::kGPU:
-      if (ctx.dev_id < 0 || ctx.dev_id >= gpu_count_) {
+      if (ctx.dev_id < 0 || ctx.dev_id >= gpu_count_ || ctx.dev_id >= 64) {
         std::string why;
         if (!gpu::Built() && options_.simulated_gpus == 0) {
           why =
               "depengine was built without GPU support (CUDA not found) and no simulated GPUs "
               "are configured (EngineOptions::simulated_gpus)";
         } else {
-          why = std::to_string(gpu_count_) + " GPU(s) available";
+          why = std::to_string(gpu_count_) + " GPU(s) available, at most 64 supported";
         }
         throw std::invalid_argument(Named(
             call, "GPU context gpu(" + std::to_string(ctx.dev_id) + ") is not usable: " + why));
@@ -162,6 +190,12 @@ void ThreadedEngine::CheckVar(VarHandle v, const char* call) const {
     throw std::invalid_argument(Named(call, "var was deleted (or is not a var)"));
   }
   if (v->engine != this) throw std::invalid_argument(Named(call, "var belongs to another engine"));
+}
+
+void ThreadedEngine::CheckLiveVar(VarHandle v, const char* call) const {
+  CheckVar(v, call);
+  SpinLockGuard g(v->lock);
+  if (v->deleted) throw std::invalid_argument(Named(call, "var was deleted"));
 }
 
 // ---------------------------------------------------------------- vars and operators
@@ -212,11 +246,11 @@ OprHandle ThreadedEngine::NewOperator(AsyncFn fn, const std::vector<VarHandle>& 
   std::vector<std::pair<Var*, bool>> vars;
   vars.reserve(const_vars.size() + mutable_vars.size());
   for (Var* v : const_vars) {
-    CheckVar(v, call);
+    CheckLiveVar(v, call);
     vars.emplace_back(v, false);
   }
   for (Var* v : mutable_vars) {
-    CheckVar(v, call);
+    CheckLiveVar(v, call);
     vars.emplace_back(v, true);
   }
   std::sort(vars.begin(), vars.end());
@@ -304,52 +338,56 @@ void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx
                                  const std::vector<VarHandle>& mutable_vars, FnProperty prop,
                                  int priority, const char* name, OprKind kind, const char* call) {
   if (ctx.dev_type != DeviceType::kCPU || ctx.dev_id != 0) CheckContext(ctx, call);
-  if (kind == OprKind::kUser) {
-    CheckPriority(priority, call);
-    Throttle();
-  }
+  if (kind == OprKind::kUser) CheckPriority(priority, call);
+  InFlightReservation reservation(this, kind == OprKind::kUser);
   OprBlock* b = BlockPool::Allocate();
   if (sync_fn != nullptr) {
-    b->fn.SetSync(std::move(*sync_fn));
+    b->SetSync(std::move(*sync_fn));
   } else {
-    b->fn.SetAsync(std::move(*async_fn));
+    b->SetAsync(std::move(*async_fn));
   }
-  b->prop = prop;
+  b->set_prop(prop);
   b->name = name;
   b->kind = kind;
   b->prebuilt = nullptr;
   b->ctx = ctx;
   b->priority = priority;
-  b->profiling = false;
 
   // One slot per var, sorted by address; duplicates within a list merge.
   const auto n = static_cast<std::uint32_t>(const_vars.size() + mutable_vars.size());
-  b->slots.Resize(n);
+  if (n > OprBlock::kMaxVars) {
+    RecycleBlock(b);
+    throw std::invalid_argument(Named(call, "too many vars (" + std::to_string(n) + "); at most " +
+                                                std::to_string(OprBlock::kMaxVars)));
+  }
+  b->ResizeSlots(n);
+  std::span<VarSlot> slots = b->slots();
   std::uint32_t i = 0;
-  for (Var* v : const_vars) b->slots[i++] = VarSlot{v, nullptr, b, false};
-  for (Var* v : mutable_vars) b->slots[i++] = VarSlot{v, nullptr, b, true};
+  for (Var* v : const_vars) slots[i++] = VarSlot(v, b, false);
+  for (Var* v : mutable_vars) slots[i++] = VarSlot(v, b, true);
   auto by_var = [](const VarSlot& a, const VarSlot& c) {
-    return a.var < c.var || (a.var == c.var && a.write < c.write);
+    return a.var < c.var || (a.var == c.var && a.write() < c.write());
   };
   if (n == 2) {
-    if (by_var(b->slots[1], b->slots[0])) std::swap(b->slots[0], b->slots[1]);
+    if (by_var(slots[1], slots[0])) std::swap(slots[0], slots[1]);
   } else if (n > 2) {
-    std::sort(b->slots.begin(), b->slots.end(), by_var);
+    std::sort(slots.begin(), slots.end(), by_var);
   }
   std::uint32_t out = 0;
   for (std::uint32_t k = 0; k < n; ++k) {
-    if (out > 0 && b->slots[out - 1].var == b->slots[k].var) {
-      if (b->slots[out - 1].write != b->slots[k].write && b->slots[k].var != nullptr) {
+    if (out > 0 && slots[out - 1].var == slots[k].var) {
+      if (slots[out - 1].write() != slots[k].write() && slots[k].var != nullptr) {
         RecycleBlock(b);
         throw std::invalid_argument(
             Named(call, "a var appears in both const_vars and mutable_vars"));
       }
       continue;
     }
-    b->slots[out++] = b->slots[k];
+    slots[out++] = slots[k];
   }
-  b->slots.Resize(out);
-  Enqueue(b, call, kind == OprKind::kDeleteVar);
+  b->ResizeSlots(out);
+  Enqueue(b, call, kind == OprKind::kDeleteVar, false);
+  reservation.Commit();
 }
 
 void ThreadedEngine::Push(OprHandle op, Context exec_ctx, int priority, bool profiling) {
@@ -364,26 +402,27 @@ void ThreadedEngine::Push(OprHandle op, Context exec_ctx, int priority, bool pro
     ReleasePush(op);
     throw std::logic_error("Push: operator '" + OprName(op) + "' was deleted");
   }
+  std::optional<InFlightReservation> reservation;
   try {
-    Throttle();
+    reservation.emplace(this, true);
   } catch (...) {
     ReleasePush(op);
     throw;
   }
   OprBlock* b = BlockPool::Allocate();
   b->prebuilt = op;
-  b->prop = op->prop;
+  b->set_prop(op->prop);
   b->name = op->name;
   b->kind = OprKind::kUser;
   b->ctx = exec_ctx;
   b->priority = priority;
-  b->profiling = profiling;
   const auto n = static_cast<std::uint32_t>(op->vars.size());
-  b->slots.Resize(n);
-  for (std::uint32_t i = 0; i < n; ++i) {
-    b->slots[i] = VarSlot{op->vars[i].first, nullptr, b, op->vars[i].second};
-  }
-  Enqueue(b, call, false);
+  b->ResizeSlots(n);
+  std::span<VarSlot> slots = b->slots();
+  for (std::uint32_t i = 0; i < n; ++i)
+    slots[i] = VarSlot(op->vars[i].first, b, op->vars[i].second);
+  Enqueue(b, call, false, profiling);
+  reservation->Commit();
 }
 
 void ThreadedEngine::DeleteVariable(SyncFn delete_fn, Context exec_ctx, VarHandle var) {
@@ -394,9 +433,9 @@ void ThreadedEngine::DeleteVariable(SyncFn delete_fn, Context exec_ctx, VarHandl
 }
 
 // Locks a run-time set of vars, which the static analysis cannot follow.
-void ThreadedEngine::Enqueue(OprBlock* b, const char* call,
-                             bool mark_deleted) NO_THREAD_SAFETY_ANALYSIS {
-  for (VarSlot& s : b->slots) {
+void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted,
+                             bool profiling) NO_THREAD_SAFETY_ANALYSIS {
+  for (VarSlot& s : b->slots()) {
     try {
       CheckVar(s.var, call);
     } catch (...) {
@@ -405,28 +444,28 @@ void ThreadedEngine::Enqueue(OprBlock* b, const char* call,
     }
   }
   b->profile =
-      (b->profiling || profile_all_.load(std::memory_order_relaxed)) && b->kind != OprKind::kWaitVar
+      (profiling || profile_all_.load(std::memory_order_relaxed)) && b->kind != OprKind::kWaitVar
           ? profiler_->Begin(*b)
           : nullptr;
   // Lock every var in address order (slots are sorted): concurrent pushes
   // then queue on all their shared vars in the same relative order, which is
   // what makes pushing from several threads deadlock-free and serializable.
-  for (VarSlot& s : b->slots) s.var->lock.lock();
-  for (VarSlot& s : b->slots) {
+  for (VarSlot& s : b->slots()) s.var->lock.lock();
+  for (VarSlot& s : b->slots()) {
     if (s.var->deleted) {
-      for (VarSlot& t : b->slots) t.var->lock.unlock();
+      for (VarSlot& t : b->slots()) t.var->lock.unlock();
       RecycleBlock(b);
       throw std::invalid_argument(Named(
           call, mark_deleted ? "DeleteVariable called twice on the same var" : "var was deleted"));
     }
   }
-  if (mark_deleted) b->slots[0].var->deleted = true;
+  if (mark_deleted) b->slots()[0].var->deleted = true;
   CountPush(b);
   int ungranted = 0;
-  for (VarSlot& s : b->slots) ungranted += s.var->Append(&s) ? 0 : 1;
+  for (VarSlot& s : b->slots()) ungranted += s.var->Append(&s) ? 0 : 1;
   // Published to completers by the unlocks below (release).
   b->wait.store(ungranted, std::memory_order_relaxed);
-  for (VarSlot& s : b->slots) s.var->lock.unlock();
+  for (VarSlot& s : b->slots()) s.var->lock.unlock();
   if (ungranted == 0) {
     if (b->profile != nullptr) Profiler::MarkReady(b->profile);
     Dispatch(b);
@@ -462,7 +501,7 @@ void ThreadedEngine::RunInline(OprBlock* b) {
 
 void ThreadedEngine::DispatchToPool(OprBlock* b, WorkerPool* pool) {
   auto* w = static_cast<WorkerTls*>(tls_worker_raw);
-  if (w != nullptr && w->pool == pool && w->continuation == nullptr &&
+  if (tls_may_continue && w != nullptr && w->pool == pool && w->continuation == nullptr &&
       b->priority >= pool->queue().MaxWaitingPriority()) {
     w->continuation = b;
     return;
@@ -499,6 +538,7 @@ void ThreadedEngine::WorkerLoop(WorkerPool& pool, int index, void* stream) {
 
 void ThreadedEngine::Execute(OprBlock* b, void* stream) {
   RunningScope scope(this);
+  ContinuationGate gate;
   const RunContext rctx{b->ctx, stream};
   if (b->profile != nullptr) {
     auto* w = static_cast<WorkerTls*>(tls_worker_raw);
@@ -513,12 +553,12 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
     if (FailurePtr f = FindFailure(b)) {
       if (b->profile != nullptr) b->profile->skipped = true;
       b->finish_refs.store(1, std::memory_order_relaxed);
-      Complete(b, f);  // skipped: the failure passes on to the vars it writes
+      ContinuationGate::Completing([&] { Complete(b, f); });  // skipped: passes the failure on
       return;
     }
   }
   if (watchdog_ != nullptr) watchdog_->Started(b, b->name);
-  if (const SyncFn* sync = b->fn.sync()) {
+  if (const SyncFn* sync = b->sync_fn()) {
     b->finish_refs.store(1, std::memory_order_relaxed);
     std::exception_ptr error;
     try {
@@ -527,19 +567,21 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
       error = std::current_exception();
       if (b->profile != nullptr) b->profile->failed = true;
     }
-    Complete(b, error ? RecordFailure(error) : nullptr);
+    FailurePtr failure = error ? RecordFailure(error) : nullptr;
+    ContinuationGate::Completing([&] { Complete(b, failure); });
     return;
   }
-  const AsyncFn& async = b->prebuilt != nullptr ? b->prebuilt->async_fn : *b->fn.async();
+  const AsyncFn& async = b->prebuilt != nullptr ? b->prebuilt->async_fn : *b->async_fn();
   b->finish_refs.store(2, std::memory_order_relaxed);
-  std::uint64_t ticket = b->ticket.fetch_add(1, std::memory_order_acq_rel) + 1;
+  const std::uint32_t ticket = b->ticket.fetch_add(1, std::memory_order_acq_rel) + 1;
   try {
     async(rctx, MakeCallback(b, ticket));
   } catch (...) {
     std::exception_ptr error = std::current_exception();
-    std::uint64_t expected = ticket;
+    std::uint32_t expected = ticket;
     if (b->ticket.compare_exchange_strong(expected, ticket + 1, std::memory_order_acq_rel)) {
-      Complete(b, RecordFailure(error));
+      FailurePtr failure = RecordFailure(error);
+      ContinuationGate::Completing([&] { Complete(b, failure); });
     } else {
       RecordFailure(error);  // thrown after its callback: only WaitForAll can report it
     }
@@ -549,8 +591,8 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
 
 void ThreadedEngine::CompleteCallback(void* param, std::uint64_t ticket, std::exception_ptr error) {
   auto* b = static_cast<OprBlock*>(param);
-  std::uint64_t expected = ticket;
-  if (!b->ticket.compare_exchange_strong(expected, ticket + 1, std::memory_order_acq_rel)) {
+  auto expected = static_cast<std::uint32_t>(ticket);
+  if (!b->ticket.compare_exchange_strong(expected, expected + 1, std::memory_order_acq_rel)) {
     throw std::logic_error("CallbackOnComplete: callback called a second time");
   }
   Complete(b, error ? RecordFailure(error) : nullptr);
@@ -562,11 +604,11 @@ void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
   GrantList granted;
   std::vector<Var*> newly_failed;
   if (b->kind == OprKind::kDeleteVar) {
-    FreeVar(b->slots[0].var);
+    FreeVar(b->slots()[0].var);
   } else {
-    for (VarSlot& s : b->slots) {
+    for (VarSlot& s : b->slots()) {
       const int granted_before = granted.size;
-      if (!s.write) {
+      if (!s.write()) {
         s.var->CompleteRead(&granted);
       } else {
         if (failure) failed_var_count_.fetch_add(1, std::memory_order_release);
@@ -603,6 +645,7 @@ void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
     }
   }
   ReleaseExecution(b);
+  if (options_.max_in_flight > 0) ReleaseInFlight();
   FinishPending(pending_slot);
 }
 
@@ -616,7 +659,7 @@ void ThreadedEngine::ReleaseExecution(OprBlock* b) {
 void ThreadedEngine::RecycleBlock(OprBlock* b) {
   delete b->profile;  // only set when a push failed after Begin
   b->profile = nullptr;
-  b->fn.Reset();  // drops the closure and what it captured, now
+  b->ResetFn();  // drops the closure and what it captured, now
   b->prebuilt = nullptr;
   BlockPool::Free(b);
 }
@@ -650,9 +693,7 @@ void ThreadedEngine::FinishPending(int slot) {
 
 void ThreadedEngine::SubtractPending(int slot, std::int64_t n) {
   const std::int64_t before = pending_[slot].fetch_sub(n, std::memory_order_seq_cst);
-  const bool wake_idle = before == n && idle_waiters_.load(std::memory_order_seq_cst) > 0;
-  const bool wake_throttled = throttle_waiters_.load(std::memory_order_seq_cst) > 0;
-  if (wake_idle || wake_throttled) {
+  if (before == n && idle_waiters_.load(std::memory_order_seq_cst) > 0) {
     MutexLock lock(idle_mu_);
     idle_cv_.notify_all();
   }
@@ -667,20 +708,42 @@ void ThreadedEngine::WaitPendingZero(int slot) {
   idle_waiters_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-void ThreadedEngine::Throttle() {
-  const std::size_t max = options_.max_in_flight;
-  if (max == 0 || OnOwnThread() || tls_worker_raw != nullptr) return;
-  auto in_flight = [this] {
-    return static_cast<std::size_t>(pending_[0].load(std::memory_order_seq_cst) +
-                                    pending_[1].load(std::memory_order_seq_cst));
-  };
-  if (in_flight() < max) return;
-  throttle_waiters_.fetch_add(1, std::memory_order_seq_cst);
-  {
-    MutexLock lock(idle_mu_);
-    lock.Wait(idle_cv_, [&] { return in_flight() < max; });
+ThreadedEngine::InFlightReservation::InFlightReservation(ThreadedEngine* engine, bool may_wait)
+    : engine_(engine), held_(engine->options_.max_in_flight > 0) {
+  if (held_) engine_->ReserveInFlight(may_wait);
+}
+
+ThreadedEngine::InFlightReservation::~InFlightReservation() {
+  if (held_) engine_->ReleaseInFlight();
+}
+
+void ThreadedEngine::ReserveInFlight(bool may_wait) {
+  const auto max = static_cast<std::int64_t>(options_.max_in_flight);
+  // Pushes from inside the engine never wait: they could be what frees room.
+  if (!may_wait || OnOwnThread() || tls_worker_raw != nullptr) {
+    in_flight_.fetch_add(1, std::memory_order_seq_cst);
+    return;
   }
-  throttle_waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  for (;;) {
+    std::int64_t cur = in_flight_.load(std::memory_order_seq_cst);
+    while (cur < max) {
+      if (in_flight_.compare_exchange_weak(cur, cur + 1, std::memory_order_seq_cst)) return;
+    }
+    throttle_waiters_.fetch_add(1, std::memory_order_seq_cst);
+    {
+      MutexLock lock(idle_mu_);
+      lock.Wait(idle_cv_, [&] { return in_flight_.load(std::memory_order_seq_cst) < max; });
+    }
+    throttle_waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+void ThreadedEngine::ReleaseInFlight() {
+  in_flight_.fetch_sub(1, std::memory_order_seq_cst);
+  if (throttle_waiters_.load(std::memory_order_seq_cst) > 0) {
+    MutexLock lock(idle_mu_);
+    idle_cv_.notify_all();
+  }
 }
 
 void ThreadedEngine::WaitForAll() {
@@ -753,7 +816,9 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
       waiter.done = true;
       waiter.cv.notify_one();  // under the lock: the waiter cannot vanish first
     };
-    PushOneShot(&wake, nullptr, Context::CPU(), {var}, {}, FnProperty::kAsync, 0, "WaitForVar",
+    // A write: it waits for earlier readers too, and readers pushed after it
+    // see the failure already cleared.
+    PushOneShot(&wake, nullptr, Context::CPU(), {}, {var}, FnProperty::kAsync, 0, "WaitForVar",
                 OprKind::kWaitVar, "WaitForVar");
     std::unique_lock<std::mutex> lock(waiter.mu);
     waiter.cv.wait(lock, [&] { return waiter.done; });
@@ -776,7 +841,7 @@ FailurePtr ThreadedEngine::RecordFailure(std::exception_ptr error) {
 }
 
 FailurePtr ThreadedEngine::FindFailure(OprBlock* b) {
-  for (VarSlot& s : b->slots) {
+  for (VarSlot& s : b->slots()) {
     SpinLockGuard g(s.var->lock);
     if (s.var->failure) return s.var->failure;
   }
@@ -798,6 +863,7 @@ FailurePtr ThreadedEngine::TakeFailure(Var* v) {
 
 void ThreadedEngine::Drain() {
   // Like WaitForAll, for every generation, without reporting failures.
+  if (getpid() != creator_pid_) return;  // a forked child: the workers are not here
   // Functions may push more while we wait, so loop until both generations
   // are empty.
   MutexLock lock(wait_all_mu_);

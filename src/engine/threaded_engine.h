@@ -14,8 +14,8 @@
 
 #include "common/mutex.h"
 #include "depengine/engine.h"
-#include "exec/worker_pool.h"
 #include "engine/watchdog.h"
+#include "exec/worker_pool.h"
 #include "profiler/profiler.h"
 #include "tracker/failure.h"
 #include "tracker/opr_block.h"
@@ -89,8 +89,9 @@ class ThreadedEngine : public Engine {
                    const char* name, OprKind kind, const char* call);
   // Checks the handles of b's slots, locks their vars in address order,
   // queues every slot and dispatches b if all were granted. On an error
-  // nothing is queued, b is recycled and the error is thrown.
-  void Enqueue(OprBlock* b, const char* call, bool mark_deleted);
+  // nothing is queued, b is recycled and the error is thrown. `profiling`:
+  // record this push even when the engine is not recording everything.
+  void Enqueue(OprBlock* b, const char* call, bool mark_deleted, bool profiling);
   void Execute(OprBlock* b, void* stream);
   // Finishes b: marks its written vars failed if `failure`, releases its
   // vars, dispatches what that made ready.
@@ -104,17 +105,38 @@ class ThreadedEngine : public Engine {
   void CountPush(OprBlock* b);
   void FinishPending(int slot);
   void SubtractPending(int slot, std::int64_t n);
-  void Throttle();
+  // Backpressure (EngineOptions::max_in_flight): a push holds one unit of
+  // in_flight_ from before it is queued until its completion. A push from
+  // outside the engine waits for a unit; other pushes take one regardless.
+  class InFlightReservation {
+   public:
+    InFlightReservation(ThreadedEngine* engine, bool may_wait);
+    ~InFlightReservation();  // gives the unit back unless committed
+    InFlightReservation(const InFlightReservation&) = delete;
+    InFlightReservation& operator=(const InFlightReservation&) = delete;
+    void Commit() { held_ = false; }  // the queued block gives it back
+
+   private:
+    ThreadedEngine* engine_;
+    bool held_;
+  };
+  void ReserveInFlight(bool may_wait);
+  void ReleaseInFlight();
   void WaitPendingZero(int slot);
 
   FailurePtr RecordFailure(std::exception_ptr error);
   FailurePtr FindFailure(OprBlock* b);
   FailurePtr TakeFailure(Var* v);
   void CheckVar(VarHandle v, const char* call) const;
+  // CheckVar, and not pending deletion (takes the var's lock).
+  void CheckLiveVar(VarHandle v, const char* call) const;
   void CheckPriority(int priority, const char* call) const;
   bool OnOwnThread() const;
 
   const EngineOptions options_;
+  // A forked child inherits engines but not their threads: it neither
+  // drains nor joins them (see Drain and WorkerPool).
+  const pid_t creator_pid_;
   const int gpu_count_;  // simulated, or present when built with CUDA
 
   // --- WaitForAll accounting ---
@@ -129,6 +151,8 @@ class ThreadedEngine : public Engine {
   // (seq_cst) after its decrement and, if non-zero, notifies under idle_mu_.
   std::atomic<int> idle_waiters_{0};
   std::atomic<int> throttle_waiters_{0};
+  // Functions pushed and not finished, kept only when max_in_flight > 0.
+  std::atomic<std::int64_t> in_flight_{0};
   Mutex idle_mu_;
   std::condition_variable idle_cv_;  // waited on with idle_mu_
   Mutex wait_all_mu_;                // serializes WaitForAll's generation flips

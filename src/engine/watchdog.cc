@@ -1,18 +1,27 @@
 #include "engine/watchdog.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 
 namespace depengine::internal {
 
-Watchdog::Watchdog(double limit_seconds) : limit_(limit_seconds), thread_([this] { Run(); }) {}
+Watchdog::Watchdog(double limit_seconds)
+    : limit_(limit_seconds),
+      creator_pid_(getpid()),
+      thread_(std::make_unique<std::thread>([this] { Run(); })) {}
 
 Watchdog::~Watchdog() {
+  if (getpid() != creator_pid_) {
+    (void)thread_.release();  // a forked child: the thread stayed in the parent
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  thread_->join();
 }
 
 void Watchdog::Started(const void* key, const char* name) {

@@ -5,9 +5,12 @@
 // never called shows up here instead of as a silent hang.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -39,7 +42,8 @@ class Watchdog {
   std::condition_variable cv_;                      // waited on with mu_
   std::unordered_map<const void*, Entry> running_;  // guarded by mu_
   bool stop_ = false;                               // guarded by mu_
-  std::thread thread_;                              // started last
+  const pid_t creator_pid_;
+  std::unique_ptr<std::thread> thread_;  // started last; leaked in a forked child
 };
 
 }  // namespace depengine::internal

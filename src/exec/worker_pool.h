@@ -3,7 +3,10 @@
 // the device stream), so the pool only owns the queue and the threads.
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,12 +28,16 @@ class WorkerPool {
   TaskQueue& queue() { return queue_; }
   // "cpu/normal", "cpu/priority", "gpu0/copy"...: names the pool's threads.
   const std::string& name() const { return name_; }
-  int size() const { return static_cast<int>(threads_.size()); }
+  int size() const { return static_cast<int>(threads_->size()); }
 
  private:
   std::string name_;
   TaskQueue queue_;
-  std::vector<std::thread> threads_;  // written in the constructor only
+  // Written in the constructor only. Held by pointer so that a forked child,
+  // which inherits the object but not the threads, can leak it instead of
+  // joining threads that do not exist there.
+  std::unique_ptr<std::vector<std::thread>> threads_;
+  const pid_t creator_pid_;
 };
 
 }  // namespace depengine::internal

@@ -186,11 +186,11 @@ ProfileRecord* Profiler::Begin(const OprBlock& b) {
   auto* r = new ProfileRecord;
   r->seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   r->name = b.name != nullptr ? b.name : (b.kind == OprKind::kDeleteVar ? "DeleteVariable" : "fn");
-  for (const VarSlot& s : const_cast<OprBlock&>(b).slots) {
-    (s.write ? r->writes : r->reads).push_back(s.var->profile_id);
+  for (const VarSlot& s : b.slots()) {
+    (s.write() ? r->writes : r->reads).push_back(s.var->profile_id);
   }
   r->priority = b.priority;
-  r->prop = b.prop;
+  r->prop = b.prop();
   r->ctx = b.ctx;
   r->push_ns = NowNs();
   return r;

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <new>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -28,78 +29,20 @@ enum class OprKind : std::uint8_t {
   kWaitVar,    // WaitForVar: wakes the waiting thread
 };
 
-// A slot array that keeps its capacity when the block is recycled.
-class SlotArray {
- public:
-  static constexpr std::uint32_t kInline = 1;
-  SlotArray() = default;
-  SlotArray(const SlotArray&) = delete;
-  SlotArray& operator=(const SlotArray&) = delete;
-  ~SlotArray() {
-    if (data_ != inline_) delete[] data_;
-  }
-  // Makes room for n slots and sets the size to n (contents unspecified).
-  void Resize(std::uint32_t n) {
-    if (n > cap_) {
-      if (data_ != inline_) delete[] data_;
-      data_ = new VarSlot[n];
-      cap_ = n;
-    }
-    size_ = n;
-  }
-  std::uint32_t size() const { return size_; }
-  VarSlot* begin() { return data_; }
-  VarSlot* end() { return data_ + size_; }
-  VarSlot& operator[](std::uint32_t i) { return data_[i]; }
-
- private:
-  VarSlot inline_[kInline];
-  VarSlot* data_ = inline_;
-  std::uint32_t size_ = 0;
-  std::uint32_t cap_ = kInline;
-};
-
 }  // namespace depengine::internal
 
 namespace depengine::internal {
 
 // The function of a one-shot push: a SyncFn or an AsyncFn in one slot of
-// storage (a block stays small: it crosses from the pusher's cache to a
-// worker's on every push).
-class FnStorage {
- public:
+// storage. Which one (or none) is recorded by the owner (OprBlock::fn_state_),
+// so that the block fits in two cache lines.
+union FnStorage {
   FnStorage() {}
+  ~FnStorage() {}
   FnStorage(const FnStorage&) = delete;
   FnStorage& operator=(const FnStorage&) = delete;
-  ~FnStorage() { Reset(); }
-
-  void SetSync(SyncFn&& f) {
-    Reset();
-    new (&u_.sync) SyncFn(std::move(f));
-    state_ = kSync;
-  }
-  void SetAsync(AsyncFn&& f) {
-    Reset();
-    new (&u_.async) AsyncFn(std::move(f));
-    state_ = kAsync;
-  }
-  // Destroys the function and what its closure captured.
-  void Reset() {
-    if (state_ == kSync) u_.sync.~SyncFn();
-    if (state_ == kAsync) u_.async.~AsyncFn();
-    state_ = kEmpty;
-  }
-  const SyncFn* sync() const { return state_ == kSync ? &u_.sync : nullptr; }
-  const AsyncFn* async() const { return state_ == kAsync ? &u_.async : nullptr; }
-
- private:
-  union U {
-    U() {}
-    ~U() {}
-    SyncFn sync;
-    AsyncFn async;
-  } u_;
-  enum : std::uint8_t { kEmpty, kSync, kAsync } state_ = kEmpty;
+  SyncFn sync;
+  AsyncFn async;
 };
 
 }  // namespace depengine::internal
@@ -147,47 +90,115 @@ class Opr {
 
 namespace depengine::internal {
 
+// One push. Laid out in exactly 128 bytes (two cache lines): a pending
+// function costs that much memory, and the block crosses from the pusher's
+// cache to a worker's on every push.
 struct OprBlock {
+  static constexpr std::uint32_t kMaxVars = 65535;
+
+  OprBlock() = default;
+  OprBlock(const OprBlock&) = delete;
+  OprBlock& operator=(const OprBlock&) = delete;
+  ~OprBlock() {
+    ResetFn();
+    if (slot_data_ != slot_inline_) delete[] slot_data_;
+  }
+
   // --- set by the pusher before the block is published; read-only after ---
   Context ctx;
   int priority = 0;
-  FnProperty prop = FnProperty::kNormal;
   OprKind kind = OprKind::kUser;
-  bool profiling = false;
   std::uint8_t pending_slot = 0;  // which WaitForAll counter counted it
-  Opr* prebuilt = nullptr;        // the operator pushed; nullptr for a one-shot push
+
+ private:
+  std::uint8_t prop_ = 0;  // a FnProperty, in one byte
+  enum : std::uint8_t { kNoFn, kSyncFn, kAsyncFn } fn_state_ = kNoFn;
+
+ public:
+  Opr* prebuilt = nullptr;  // the operator pushed; nullptr for a one-shot push
   const char* name = nullptr;
 
   // Uses not yet granted. The thread that takes it to 0 dispatches the
   // block. acq_rel: the dispatcher must see every grant's effects.
-  std::atomic<int> wait{0};
-  // Holders of the block while it executes: the completion and, for an
-  // async function, the function's own return (a callback may finish the
-  // block while the function still runs). The last one recycles the block.
-  std::atomic<int> finish_refs{0};
-
-  // Intrusive FIFO link; guarded by the TaskQueue lock while queued, owned
-  // by the running thread in an inline trampoline.
-  OprBlock* queue_next = nullptr;
-
-  FnStorage fn;  // the function of a one-shot push
+  std::atomic<std::int32_t> wait{0};
 
   // Execution epoch, for engine-made callbacks: odd while a callback may
   // finish the block; CAS from the ticket handed out to ticket+1 claims the
-  // finish, so a second call fails even after the block is reused.
-  std::atomic<std::uint64_t> ticket{0};
+  // finish, so a second call fails even after the block is reused (until the
+  // same block has run 2^31 more times).
+  std::atomic<std::uint32_t> ticket{0};
 
-  OprBlock* pool_next = nullptr;  // owned by ObjectPool while free
+  union {
+    // Intrusive FIFO link; guarded by the TaskQueue lock while queued, owned
+    // by the running thread in an inline trampoline.
+    OprBlock* queue_next = nullptr;
+    OprBlock* pool_next;  // owned by ObjectPool while the block is free
+  };
 
+ private:
+  FnStorage fn_;  // the function of a one-shot push (see fn_state_)
+
+ public:
   // Set at push when this push is profiled; owned by the block until its
   // completion hands it to the profiler.
   ProfileRecord* profile = nullptr;
 
-  SlotArray slots;  // sorted by var address, one per var
+ private:
+  VarSlot* slot_data_ = slot_inline_;  // slot_inline_ or a kept heap array
+  VarSlot slot_inline_[1];
+
+ public:
+  // Holders of the block while it executes: the completion and, for an
+  // async function, the function's own return (a callback may finish the
+  // block while the function still runs). The last one recycles the block.
+  std::atomic<std::uint8_t> finish_refs{0};
+
+ private:
+  std::uint16_t slot_size_ = 0;
+  std::uint16_t slot_cap_ = 1;
+
+ public:
+  FnProperty prop() const { return static_cast<FnProperty>(prop_); }
+  void set_prop(FnProperty p) { prop_ = static_cast<std::uint8_t>(p); }
+
+  // --- the function ---
+  void SetSync(SyncFn&& f) {
+    ResetFn();
+    new (&fn_.sync) SyncFn(std::move(f));
+    fn_state_ = kSyncFn;
+  }
+  void SetAsync(AsyncFn&& f) {
+    ResetFn();
+    new (&fn_.async) AsyncFn(std::move(f));
+    fn_state_ = kAsyncFn;
+  }
+  // Destroys the function and what its closure captured.
+  void ResetFn() {
+    if (fn_state_ == kSyncFn) fn_.sync.~SyncFn();
+    if (fn_state_ == kAsyncFn) fn_.async.~AsyncFn();
+    fn_state_ = kNoFn;
+  }
+  const SyncFn* sync_fn() const { return fn_state_ == kSyncFn ? &fn_.sync : nullptr; }
+  const AsyncFn* async_fn() const { return fn_state_ == kAsyncFn ? &fn_.async : nullptr; }
+
+  // --- the slots: one per var, sorted by var address ---
+  // Makes room for n slots (n <= kMaxVars) and sets the count to n; a heap
+  // array, once grown, is kept for the block's next uses.
+  void ResizeSlots(std::uint32_t n) {
+    if (n > slot_cap_) {
+      if (slot_data_ != slot_inline_) delete[] slot_data_;
+      slot_data_ = new VarSlot[n];
+      slot_cap_ = static_cast<std::uint16_t>(n);
+    }
+    slot_size_ = static_cast<std::uint16_t>(n);
+  }
+  std::span<VarSlot> slots() { return {slot_data_, slot_size_}; }
+  std::span<const VarSlot> slots() const { return {slot_data_, slot_size_}; }
 
   // Takes one grant; returns true when the block became ready.
   bool Grant() { return wait.fetch_sub(1, std::memory_order_acq_rel) == 1; }
-  const char* DisplayName() const { return name != nullptr ? name : "<unnamed>"; }
 };
+
+static_assert(sizeof(OprBlock) == 128, "an OprBlock is two cache lines: see the layout note");
 
 }  // namespace depengine::internal

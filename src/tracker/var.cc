@@ -16,8 +16,8 @@ void Var::Init(const internal::ThreadedEngine* owner) {
 
 bool Var::Append(internal::VarSlot* slot) {
   slot->next = nullptr;
-  if (queue_head == nullptr && !write_running && (!slot->write || running_reads == 0)) {
-    if (slot->write) {
+  if (queue_head == nullptr && !write_running && (!slot->write() || running_reads == 0)) {
+    if (slot->write()) {
       write_running = true;
     } else {
       ++running_reads;
@@ -39,11 +39,11 @@ void Var::CompleteRead(internal::GrantList* granted) {
   if (--running_reads == 0 && queue_head != nullptr) {
     // A waiting head is always a write: reads queue only behind a write.
     internal::VarSlot* s = queue_head;
-    assert(s->write);
+    assert(s->write());
     queue_head = s->next;
     if (queue_head == nullptr) queue_tail = nullptr;
     write_running = true;
-    granted->Add(s->owner);
+    granted->Add(s->owner());
   }
 }
 
@@ -65,16 +65,16 @@ bool Var::CompleteWrite(const internal::FailurePtr& fail, internal::GrantList* g
 void Var::GrantAfterWriteLocked(internal::GrantList* granted) {
   internal::VarSlot* s = queue_head;
   if (s == nullptr) return;
-  if (s->write) {
+  if (s->write()) {
     queue_head = s->next;
     write_running = true;
-    granted->Add(s->owner);
+    granted->Add(s->owner());
   } else {
     // Grant every reader up to the next writer. Owners are recorded, not
     // slots: a granted owner may finish and be recycled before we return.
-    while (s != nullptr && !s->write) {
+    while (s != nullptr && !s->write()) {
       ++running_reads;
-      granted->Add(s->owner);
+      granted->Add(s->owner());
       s = s->next;
     }
     queue_head = s;

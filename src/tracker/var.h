@@ -28,9 +28,20 @@ class ThreadedEngine;
 // OprBlock, and is linked into the var's queue while it waits.
 struct VarSlot {
   Var* var = nullptr;
-  VarSlot* next = nullptr;    // next waiting slot; guarded by var->lock_
-  OprBlock* owner = nullptr;  // the function that uses the var
-  bool write = false;
+  VarSlot* next = nullptr;  // next waiting slot; guarded by var->lock
+
+  VarSlot() = default;
+  VarSlot(Var* v, OprBlock* owner, bool write)
+      : var(v), owner_and_write_(reinterpret_cast<std::uintptr_t>(owner) | (write ? 1u : 0u)) {}
+  // The function that uses the var.
+  OprBlock* owner() const {
+    return reinterpret_cast<OprBlock*>(owner_and_write_ & ~std::uintptr_t{1});
+  }
+  // Whether it writes the var (else it only reads it).
+  bool write() const { return (owner_and_write_ & 1u) != 0; }
+
+ private:
+  std::uintptr_t owner_and_write_ = 0;  // blocks are 8-aligned: bit 0 is free
 };
 
 // A list of slots granted by a completion, to be handed to their owners

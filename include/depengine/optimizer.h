@@ -1,0 +1,34 @@
+// In-place SGD updates: the weight is both read and written by one engine
+// function, so it is listed among the written (mutable) vars and updated
+// without a new array (seed 000's reason for mutate vars). Every function
+// pushed before the update that reads the weight sees the old value; every
+// one pushed after sees the new value.
+#pragma once
+
+#include "depengine/ndarray.h"
+#include "depengine/parameter.h"
+
+namespace depengine {
+
+// The hyper-parameters of SGD; Schema() parses them from key=value strings
+// (lr, wd, momentum, rescale_grad, clip_gradient).
+struct SGDParam {
+  double lr = 0.01;           // learning rate
+  double wd = 0;              // weight decay
+  double momentum = 0;        // used by SGDMomUpdate
+  double rescale_grad = 1;    // multiplies the gradient first
+  double clip_gradient = -1;  // clip the rescaled gradient to [-c, c]; < 0: off
+  static const ParamSchema<SGDParam>& Schema();
+};
+
+// weight -= lr * (clip(rescale_grad * grad) + wd * weight), pushed as a
+// write of `weight` and a read of `grad`. Raises std::invalid_argument when
+// shapes, types or engines differ.
+void SGDUpdate(NDArray* weight, const NDArray& grad, const SGDParam& param, int priority = 0);
+
+// mom = momentum * mom - lr * (clip(rescale_grad * grad) + wd * weight);
+// weight += mom. Pushed as a write of `weight` and `mom`, a read of `grad`.
+void SGDMomUpdate(NDArray* weight, const NDArray& grad, NDArray* mom, const SGDParam& param,
+                  int priority = 0);
+
+}  // namespace depengine

@@ -1,0 +1,99 @@
+// SGD updates in place.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "depengine/optimizer.h"
+#include "operators/engine_util.h"
+
+namespace depengine {
+
+const ParamSchema<SGDParam>& SGDParam::Schema() {
+  static const ParamSchema<SGDParam> s = [] {
+    ParamSchema<SGDParam> s;
+    s.Field("lr", &SGDParam::lr).set_default(0.01).set_lower_bound(0.0).describe("learning rate");
+    s.Field("wd", &SGDParam::wd).set_default(0.0).set_lower_bound(0.0).describe("weight decay");
+    s.Field("momentum", &SGDParam::momentum).set_default(0.0).set_range(0.0, 1.0);
+    s.Field("rescale_grad", &SGDParam::rescale_grad).set_default(1.0);
+    s.Field("clip_gradient", &SGDParam::clip_gradient)
+        .set_default(-1.0)
+        .describe("< 0: no clipping");
+    return s;
+  }();
+  return s;
+}
+
+namespace {
+
+void Check(const NDArray& w, const NDArray& other, const char* who, const char* what) {
+  if (w.is_none() || other.is_none())
+    throw std::invalid_argument(std::string(who) + ": empty array");
+  if (w.shape() != other.shape() || w.dtype() != other.dtype() || w.engine() != other.engine() ||
+      w.ctx() != other.ctx()) {
+    throw std::invalid_argument(std::string(who) + ": weight " + w.shape().ToString() + " and " +
+                                what + " " + other.shape().ToString() +
+                                " must have the same shape, type, context and engine");
+  }
+}
+
+// The gradient step for one element, before the learning rate.
+template <class T>
+T Step(T g, T w, const SGDParam& p) {
+  T r = static_cast<T>(p.rescale_grad) * g;
+  if (p.clip_gradient >= 0) {
+    const T c = static_cast<T>(p.clip_gradient);
+    r = std::clamp(r, -c, c);
+  }
+  return r + static_cast<T>(p.wd) * w;
+}
+
+}  // namespace
+
+void SGDUpdate(NDArray* weight, const NDArray& grad, const SGDParam& param, int priority) {
+  Check(*weight, grad, "SGDUpdate", "grad");
+  const TBlob w = weight->data(), g = grad.data();
+  internal::VarLists vars;
+  vars.Read(grad.var());
+  vars.Write(weight->var());
+  vars.Finish();
+  weight->engine()->PushSync(
+      [w, g, param](RunContext) {
+        SwitchType(w.type_flag_, [&](auto tag) {
+          using T = decltype(tag);
+          T* wp = w.dptr<T>();
+          const T* gp = g.dptr<T>();
+          const T lr = static_cast<T>(param.lr);
+          for (std::size_t i = 0, n = w.Size(); i < n; ++i) wp[i] -= lr * Step(gp[i], wp[i], param);
+        });
+      },
+      weight->ctx(), vars.reads(), vars.writes(), FnProperty::kNormal, priority, "sgd_update");
+}
+
+void SGDMomUpdate(NDArray* weight, const NDArray& grad, NDArray* mom, const SGDParam& param,
+                  int priority) {
+  Check(*weight, grad, "SGDMomUpdate", "grad");
+  Check(*weight, *mom, "SGDMomUpdate", "mom");
+  const TBlob w = weight->data(), g = grad.data(), m = mom->data();
+  internal::VarLists vars;
+  vars.Read(grad.var());
+  vars.Write(weight->var());
+  vars.Write(mom->var());
+  vars.Finish();
+  weight->engine()->PushSync(
+      [w, g, m, param](RunContext) {
+        SwitchType(w.type_flag_, [&](auto tag) {
+          using T = decltype(tag);
+          T* wp = w.dptr<T>();
+          T* mp = m.dptr<T>();
+          const T* gp = g.dptr<T>();
+          const T lr = static_cast<T>(param.lr), mu = static_cast<T>(param.momentum);
+          for (std::size_t i = 0, n = w.Size(); i < n; ++i) {
+            mp[i] = mu * mp[i] - lr * Step(gp[i], wp[i], param);
+            wp[i] += mp[i];
+          }
+        });
+      },
+      weight->ctx(), vars.reads(), vars.writes(), FnProperty::kNormal, priority, "sgd_mom_update");
+}
+
+}  // namespace depengine
