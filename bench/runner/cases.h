@@ -1,0 +1,38 @@
+// The rows of depengine-bench's table: each workload of WORKLOADS.md at its
+// sizes, ready to run on any engine.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "workloads/workloads.h"
+
+namespace depengine::bench {
+
+// One workload at fixed sizes. Cases share nothing mutable: `run` may be
+// called any number of times, on any engine.
+struct BenchCase {
+  std::string id;        // "W4.T10": what --only and --probe name
+  std::string workload;  // "W4": what --only also accepts
+  std::string title;     // "W4 random DAG, T=10 us"
+  std::size_t ops = 0;   // functions (W5: pushes) per run
+  int spin_us = 0;       // W4's T; efficiency is reported when > 0
+  std::size_t critical_path = 0;  // W4 only
+  std::function<WorkloadResult(Engine&)> run;
+};
+
+// Whether a case is wanted, by id and workload (BenchOptions::Selected).
+using CaseFilter = std::function<bool(const std::string& id, const std::string& workload)>;
+
+// The wanted cases among W1, W2, W3, W4 (T = 0, 1, 10) and W5 (1 and 4,096
+// operators), every size multiplied by n_scale (W2's ops stay a multiple of
+// its vars). Only wanted cases are built (W4's DAGs take memory).
+std::vector<BenchCase> MakeBenchCases(double n_scale, const CaseFilter& wanted);
+
+// The memory row: functions pending at once behind one blocked var.
+inline constexpr const char* kPendingMemoryId = "MEM";
+PendingMemoryParams PendingMemorySize(double n_scale);
+
+}  // namespace depengine::bench

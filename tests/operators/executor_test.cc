@@ -1,0 +1,278 @@
+// The graph executor: shape inference and its errors, gradients through
+// whole graphs against finite differences (shared entries, accumulation,
+// in-place buffers), the memory plan against the naive one, and results
+// that do not depend on the plan or the engine kind.
+#include "depengine/executor.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "ops_fixture.h"
+
+namespace depengine::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+// data (n, 3) -> fc1 (8) -> relu -> fc2 (4) -> tanh -> fc3 (2) -> softmax
+Graph Mlp(std::vector<NodeEntry>* heads) {
+  Graph g;
+  NodeEntry x = g.Variable("data");
+  NodeEntry h = g.Op("FullyConnected", "fc1", {{"num_hidden", "8"}}, {x});
+  h = g.Op("Activation", "relu1", {{"act_type", "relu"}}, {h});
+  h = g.Op("FullyConnected", "fc2", {{"num_hidden", "4"}}, {h});
+  h = g.Op("Activation", "tanh2", {{"act_type", "tanh"}}, {h});
+  h = g.Op("FullyConnected", "fc3", {{"num_hidden", "2"}}, {h});
+  heads->push_back(g.Op("SoftmaxOutput", "softmax", {{"normalization", "batch"}}, {h}));
+  return g;
+}
+
+// a = tanh(x); b = a * a; c = smooth_l1(a + b - x); d = exp(c / 2):
+// entries read twice, by one node (a * a) and by several (a, x).
+Graph Diamond(std::vector<NodeEntry>* heads) {
+  Graph g;
+  NodeEntry x = g.Variable("x");
+  NodeEntry a = g.Op("Activation", "a", {{"act_type", "tanh"}}, {x});
+  NodeEntry b = g.Op("elemwise_mul", "b", {}, {a, a});
+  NodeEntry s = g.Op("elemwise_add", "s", {}, {a, b});
+  NodeEntry t = g.Op("elemwise_sub", "t", {}, {s, x});
+  NodeEntry c = g.Op("smooth_l1", "c", {{"scalar", "1"}}, {t});
+  NodeEntry h = g.Op("_div_scalar", "h", {{"scalar", "2"}}, {c});
+  heads->push_back(g.Op("exp", "d", {}, {h}));
+  return g;
+}
+
+void Fill(const NDArray& a, std::mt19937* rng, double lo = -1, double hi = 1) {
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<double> v(a.Size());
+  for (double& x : v) x = d(*rng);
+  if (a.dtype() == kFloat64) {
+    NDArray(a).SyncCopyFromCPU(v.data(), v.size());
+  } else {
+    std::vector<float> f(v.begin(), v.end());
+    NDArray(a).SyncCopyFromCPU(f.data(), f.size());
+  }
+}
+
+class ExecutorTest : public EngineTest {
+ protected:
+  ExecutorOptions Options(std::map<std::string, TShape> shapes, int dtype = kFloat64) {
+    ExecutorOptions o;
+    o.engine = engine();
+    o.resources = resources();
+    o.dtype = dtype;
+    o.arg_shapes = std::move(shapes);
+    return o;
+  }
+
+  // Checks d(sum(w * head)) / d(arg) for every argument with a gradient.
+  void CheckGraphGradient(const Graph& g, const std::vector<NodeEntry>& heads, ExecutorOptions o,
+                          const std::function<void(Executor&)>& init,
+                          const std::function<void()>& before_forward = nullptr,
+                          double tol = 1e-6) {
+    Executor exec(g, heads, o);
+    std::mt19937 rng(5);
+    init(exec);
+    NDArray w(exec.outputs()[0].shape(), Context::CPU(), engine(), kFloat64);
+    Fill(w, &rng);
+    const auto wv = w.ToVector<double>();
+    auto loss = [&] {
+      if (before_forward) before_forward();
+      exec.Forward(true);
+      const auto out = exec.outputs()[0].ToVector<double>();
+      double l = 0;
+      for (std::size_t i = 0; i < out.size(); ++i) l += wv[i] * out[i];
+      return l;
+    };
+    loss();
+    exec.Backward({w});
+    for (const auto& [name, grad] : exec.grad_dict()) {
+      SCOPED_TRACE(name);
+      const auto analytic = grad.ToVector<double>();
+      NDArray arg = exec.arg(name);
+      auto x = arg.ToVector<double>();
+      for (std::size_t j = 0; j < x.size(); ++j) {
+        const double saved = x[j], eps = 1e-6;
+        x[j] = saved + eps;
+        arg.SyncCopyFromCPU(x.data(), x.size());
+        const double lp = loss();
+        x[j] = saved - eps;
+        arg.SyncCopyFromCPU(x.data(), x.size());
+        const double lm = loss();
+        x[j] = saved;
+        arg.SyncCopyFromCPU(x.data(), x.size());
+        const double numeric = (lp - lm) / (2 * eps);
+        ASSERT_NEAR(analytic[j], numeric, tol * std::max(1.0, std::abs(numeric)))
+            << "element " << j;
+      }
+    }
+  }
+};
+
+TEST_P(ExecutorTest, InfersEveryShapeFromTheData) {
+  std::vector<NodeEntry> heads;
+  Graph g = Mlp(&heads);
+  EXPECT_THAT(g.ListArguments(),
+              ::testing::ElementsAre("data", "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias",
+                                     "fc3_weight", "fc3_bias", "softmax_label"));
+  Executor exec(g, heads, Options({{"data", {5, 3}}}));
+  EXPECT_EQ(exec.arg_shapes().at("fc1_weight"), (TShape{8, 3}));
+  EXPECT_EQ(exec.arg_shapes().at("fc2_weight"), (TShape{4, 8}));
+  EXPECT_EQ(exec.arg_shapes().at("fc3_bias"), (TShape{2}));
+  EXPECT_EQ(exec.arg_shapes().at("softmax_label"), (TShape{5}));
+  EXPECT_EQ(exec.outputs()[0].shape(), (TShape{5, 2}));
+}
+
+TEST_P(ExecutorTest, ShapeAndNameErrors) {
+  std::vector<NodeEntry> heads;
+  Graph g = Mlp(&heads);
+  try {
+    Executor exec(g, heads, Options({}));
+    FAIL();
+  } catch (const ShapeError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("fc1"));
+    EXPECT_THAT(e.what(), HasSubstr("data=?"));
+  }
+  try {
+    Executor exec(g, heads, Options({{"data", {5, 3}}, {"fc2_weight", {4, 7}}}));
+    FAIL();
+  } catch (const ShapeError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("fc2"));
+    EXPECT_THAT(e.what(), HasSubstr("(4,7)"));
+    EXPECT_THAT(e.what(), HasSubstr("(4,8)"));
+  }
+  EXPECT_THROW(Executor(g, heads, Options({{"dta", {5, 3}}})), std::invalid_argument);
+  EXPECT_THROW(g.Op("Activation", "fc1", {{"act_type", "relu"}}, {heads[0]}),
+               std::invalid_argument);
+}
+
+TEST_P(ExecutorTest, MlpGradientMatchesFiniteDifferences) {
+  // SoftmaxOutput ignores the head gradient (a loss layer): check a body
+  // without it, with a sigmoid head.
+  Graph body;
+  NodeEntry x = body.Variable("data");
+  NodeEntry h = body.Op("FullyConnected", "fc1", {{"num_hidden", "6"}}, {x});
+  h = body.Op("Activation", "relu1", {{"act_type", "relu"}}, {h});
+  h = body.Op("Dropout", "drop", {{"p", "0.25"}}, {h});
+  h = body.Op("FullyConnected", "fc2", {{"num_hidden", "3"}}, {h});
+  h = body.Op("Activation", "sig", {{"act_type", "sigmoid"}}, {h});
+  auto o = Options({{"data", {4, 3}}});
+  o.grad_req = {{"data", kWriteTo}};
+  CheckGraphGradient(
+      body, {h}, o,
+      [&](Executor& e) {
+        std::mt19937 rng(9);
+        for (const auto& [name, a] : e.arg_dict()) Fill(a, &rng);
+      },
+      // Dropout draws a new mask each forward: reseed so that every forward
+      // sees the same one.
+      [&] { resources()->SeedRandom(1); });
+}
+
+TEST_P(ExecutorTest, SharedEntriesAccumulateGradients) {
+  std::vector<NodeEntry> heads;
+  Graph g = Diamond(&heads);
+  ExecutorOptions o = Options({{"x", {3, 4}}});
+  CheckGraphGradient(g, heads, o, [&](Executor& e) {
+    std::mt19937 rng(3);
+    Fill(e.arg("x"), &rng, -1.5, 1.5);
+  });
+  // The same with a naive plan and without in-place sharing.
+  o.plan_memory = false;
+  CheckGraphGradient(g, heads, o, [&](Executor& e) {
+    std::mt19937 rng(3);
+    Fill(e.arg("x"), &rng, -1.5, 1.5);
+  });
+}
+
+// Planned, unplanned and no-in-place executors compute the same bits.
+TEST_P(ExecutorTest, PlanDoesNotChangeResults) {
+  std::vector<NodeEntry> heads;
+  Graph g = Mlp(&heads);
+  auto run = [&](bool plan, bool inplace) {
+    auto o = Options({{"data", {6, 3}}}, kFloat32);
+    o.plan_memory = plan;
+    o.allow_inplace = inplace;
+    o.grad_req = {{"data", kNullOp}, {"softmax_label", kNullOp}};
+    Executor exec(g, heads, o);
+    std::mt19937 rng(21);
+    for (const auto& [name, a] : exec.arg_dict()) {
+      if (name != "softmax_label") Fill(a, &rng);
+    }
+    std::vector<float> label{0, 1, 1, 0, 1, 0};
+    NDArray(exec.arg("softmax_label")).SyncCopyFromCPU(label.data(), label.size());
+    std::vector<std::vector<float>> result;
+    for (int it = 0; it < 3; ++it) {
+      exec.Forward(true);
+      exec.Backward();
+    }
+    result.push_back(exec.outputs()[0].ToVector());
+    for (const auto& [name, grad] : exec.grad_dict()) result.push_back(grad.ToVector());
+    return result;
+  };
+  const auto planned = run(true, true);
+  EXPECT_EQ(planned, run(false, false));
+  EXPECT_EQ(planned, run(true, false));
+}
+
+TEST_P(ExecutorTest, MemoryPlanSavesAgainstNaive) {
+  std::vector<NodeEntry> heads;
+  Graph g = Mlp(&heads);
+  auto o = Options({{"data", {64, 3}}}, kFloat32);
+  o.grad_req = {{"data", kNullOp}, {"softmax_label", kNullOp}};
+  Executor train(g, heads, o);
+  const MemoryPlanStats& s = train.memory_stats();
+  SCOPED_TRACE(train.PlanString());
+  // fc1, relu1, fc2, tanh2, fc3 outputs and their gradients.
+  EXPECT_EQ(s.tensors, 10);
+  EXPECT_GT(s.inplace, 0);
+  EXPECT_GT(s.not_kept_for_backward, 0);  // fc outputs feeding an in-place activation
+  EXPECT_LT(s.planned_bytes, s.naive_bytes);
+  EXPECT_LE(s.blocks, s.tensors);
+
+  o.plan_memory = false;
+  Executor naive(g, heads, o);
+  EXPECT_EQ(naive.memory_stats().planned_bytes, naive.memory_stats().naive_bytes);
+  EXPECT_EQ(naive.memory_stats().naive_bytes, s.naive_bytes);
+
+  o.plan_memory = true;
+  o.for_training = false;
+  Executor infer(g, heads, o);
+  EXPECT_EQ(infer.memory_stats().tensors, 5);
+  EXPECT_LT(infer.memory_stats().planned_bytes, s.planned_bytes);
+  EXPECT_THROW(infer.Backward(), std::logic_error);
+}
+
+TEST_P(ExecutorTest, SharedArgumentsAndEarlyDestruction) {
+  std::vector<NodeEntry> heads;
+  Graph g = Mlp(&heads);
+  auto o = Options({{"data", {4, 3}}}, kFloat32);
+  auto train = std::make_unique<Executor>(g, heads, o);
+  std::mt19937 rng(2);
+  for (const auto& [name, a] : train->arg_dict()) {
+    if (name != "softmax_label") Fill(a, &rng, 0, 1);  // labels stay 0
+  }
+  auto eo = Options({{"data", {2, 3}}}, kFloat32);
+  eo.for_training = false;
+  for (const auto& [name, a] : train->arg_dict()) {
+    if (name != "data" && name != "softmax_label") eo.shared_args[name] = a;
+  }
+  Executor eval(g, heads, eo);
+  EXPECT_TRUE(eval.arg("fc1_weight").SharesStorageWith(train->arg("fc1_weight")));
+  // Work pushed, then the executor dropped without waiting: its memory and
+  // operators stay alive until the work is done.
+  train->Forward(true);
+  train->Backward();
+  train.reset();
+  eval.Forward(false);
+  const auto p = eval.outputs()[0].ToVector();
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(p[2 * i] + p[2 * i + 1], 1.0f, 1e-5);
+}
+
+DEPENGINE_INSTANTIATE_ENGINE_TEST(ExecutorTest);
+
+}  // namespace
+}  // namespace depengine::test

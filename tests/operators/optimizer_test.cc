@@ -1,0 +1,68 @@
+// In-place SGD: values, the weight's storage is updated in place, and reads
+// pushed before the update see the old weights (the update is a write of
+// the weight's var, ordered after them).
+#include "depengine/optimizer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "ops_fixture.h"
+
+namespace depengine::test {
+namespace {
+
+class OptimizerTest : public EngineTest {
+ protected:
+  NDArray Make(std::vector<float> v) {
+    NDArray a(TShape{static_cast<TShape::index_t>(v.size())}, Context::CPU(), engine());
+    a.SyncCopyFromCPU(v.data(), v.size());
+    return a;
+  }
+};
+
+TEST_P(OptimizerTest, SGDUpdatesInPlaceAfterEarlierReads) {
+  NDArray w = Make({1, 2, 3, 4}), g = Make({10, -10, 100, -100});
+  const void* storage = w.data().dptr_;
+  NDArray before = w * 1.0;  // pushed before the update: must see the old weights
+  SGDParam p;
+  p.lr = 0.1;
+  p.wd = 0.5;
+  p.clip_gradient = 50;  // 100 -> 50, -100 -> -50
+  SGDUpdate(&w, g, p);
+  NDArray after = w * 1.0;
+  EXPECT_THAT(before.ToVector(), ::testing::ElementsAre(1, 2, 3, 4));
+  // w - 0.1 * (clip(g) + 0.5 w)
+  EXPECT_THAT(
+      after.ToVector(),
+      ::testing::Pointwise(::testing::FloatNear(1e-5f),
+                           std::vector<float>{1 - 0.1f * (10 + 0.5f), 2 - 0.1f * (-10 + 1),
+                                              3 - 0.1f * (50 + 1.5f), 4 - 0.1f * (-50 + 2)}));
+  EXPECT_EQ(w.data().dptr_, storage);
+}
+
+TEST_P(OptimizerTest, MomentumAccumulates) {
+  NDArray w = Make({0, 0}), g = Make({1, -2}), m = Make({0, 0});
+  SGDParam p;
+  p.lr = 1;
+  p.momentum = 0.5;
+  for (int i = 0; i < 3; ++i) SGDMomUpdate(&w, g, &m, p);
+  // m: -g, -1.5g, -1.75g; w: -4.25g
+  EXPECT_THAT(m.ToVector(), ::testing::ElementsAre(-1.75f, 3.5f));
+  EXPECT_THAT(w.ToVector(), ::testing::ElementsAre(-4.25f, 8.5f));
+  NDArray wrong(TShape{3}, Context::CPU(), engine());
+  EXPECT_THROW(SGDUpdate(&wrong, g, p), std::invalid_argument);
+}
+
+TEST(SGDParamTest, ParsesKeyValues) {
+  SGDParam p;
+  SGDParam::Schema().Init(&p, {{"lr", "0.5"}, {"momentum", "0.9"}}, "sgd");
+  EXPECT_DOUBLE_EQ(p.lr, 0.5);
+  EXPECT_DOUBLE_EQ(p.momentum, 0.9);
+  EXPECT_DOUBLE_EQ(p.wd, 0.0);
+  EXPECT_THROW(SGDParam::Schema().Init(&p, {{"momentum", "2"}}, "sgd"), ParamError);
+}
+
+DEPENGINE_INSTANTIATE_ENGINE_TEST(OptimizerTest);
+
+}  // namespace
+}  // namespace depengine::test
