@@ -368,9 +368,15 @@ void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx
   auto by_var = [](const VarSlot& a, const VarSlot& c) {
     return a.var < c.var || (a.var == c.var && a.write() < c.write());
   };
-  if (n == 2) {
-    if (by_var(slots[1], slots[0])) std::swap(slots[0], slots[1]);
-  } else if (n > 2) {
+  if (n <= 16) {
+    // Insertion sort: typical functions use a handful of vars.
+    for (std::uint32_t k = 1; k < n; ++k) {
+      const VarSlot key = slots[k];
+      std::uint32_t j = k;
+      for (; j > 0 && by_var(key, slots[j - 1]); --j) slots[j] = slots[j - 1];
+      slots[j] = key;
+    }
+  } else {
     std::sort(slots.begin(), slots.end(), by_var);
   }
   std::uint32_t out = 0;
@@ -436,11 +442,9 @@ void ThreadedEngine::DeleteVariable(SyncFn delete_fn, Context exec_ctx, VarHandl
 void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted,
                              bool profiling) NO_THREAD_SAFETY_ANALYSIS {
   for (VarSlot& s : b->slots()) {
-    try {
-      CheckVar(s.var, call);
-    } catch (...) {
+    if (!IsOwnLiveHandle(s.var)) {
       RecycleBlock(b);
-      throw;
+      CheckVar(s.var, call);  // throws the message that names the problem
     }
   }
   b->profile =

@@ -128,6 +128,11 @@ class ThreadedEngine : public Engine {
   FailurePtr FindFailure(OprBlock* b);
   FailurePtr TakeFailure(Var* v);
   void CheckVar(VarHandle v, const char* call) const;
+  // The fast, non-throwing form of CheckVar.
+  bool IsOwnLiveHandle(VarHandle v) const {
+    return v != nullptr && v->magic.load(std::memory_order_relaxed) == Var::kLive &&
+           v->engine == this;
+  }
   // CheckVar, and not pending deletion (takes the var's lock).
   void CheckLiveVar(VarHandle v, const char* call) const;
   void CheckPriority(int priority, const char* call) const;
