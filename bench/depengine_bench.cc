@@ -10,6 +10,7 @@
 #include "runner/bench_options.h"
 #include "runner/interleaved_run.h"
 #include "runner/memory_probe.h"
+#include "runner/profile_run.h"
 #include "runner/report.h"
 
 int main(int argc, char** argv) {
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!options.probe_case.empty()) return RunProbe(options);
+  if (!options.profile_dir.empty()) return RunProfiled(options, std::cout);
 
   try {
     const std::vector<ReportRow> rows = RunInterleaved(options, std::cerr);

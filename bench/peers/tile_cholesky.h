@@ -125,8 +125,18 @@ void KernelSyrk(const double* aik, double* aii, int b);                // A_ii -
 void KernelGemm(const double* aik, const double* ajk, double* aij, int b);  // A_ij -= A_ik A_jk^T
 
 // W6 on one runtime. Run() copies the matrix (untimed), sets OpenBLAS to one
-// thread, calls Factor() (which times its own region), checks the residual,
+// thread, calls Factor() (which times its own region), checks the result,
 // and reports GFLOP/s = n^3 / 3 / seconds / 1e9.
+//
+// The check: every tile receives its updates in program order whatever the
+// runtime (each task writes its tile, and writes to one tile are ordered),
+// so a correct run yields the same L, bit for bit, as a serial run of the
+// same program. The constructor makes that serial L once and computes its
+// residual ||A - L L^T||_F / ||A||_F; each run's L is then compared with it
+// bit for bit, and a run whose L differs anywhere gets its own residual
+// computed (n^3 / 3 flops, as much as the factorization). The figure
+// "bitwise" says which check a run passed (1: identical to the checked
+// serial L).
 class CholeskyRunner : public Runner {
  public:
   explicit CholeskyRunner(const CholeskyParams& params);
@@ -141,8 +151,17 @@ class CholeskyRunner : public Runner {
  private:
   CholeskyParams params_;
   TileMatrix original_;
+  TileMatrix reference_;        // the serial run's L
+  double reference_residual_;   // its residual
   TileMatrix work_;
 };
+
+// Zeroes the strictly upper triangles of the diagonal tiles (which dpotrf
+// leaves as they were), so that the lower tiles hold exactly L.
+void ZeroUpperOfDiagonalTiles(TileMatrix& l);
+
+// Whether the lower tiles of `a` and `b` are equal bit for bit.
+bool SameLowerTiles(const TileMatrix& a, const TileMatrix& b);
 
 // The limits of W6, for peers-blas.
 // LAPACKE_dpotrf on the whole column-major matrix with `threads` OpenBLAS

@@ -88,6 +88,9 @@ BenchOptions ParseBenchOptions(int argc, char** argv) {
       o.json_path = value;
     } else if (flag == "--run-timeout") {
       o.run_timeout_s = static_cast<int>(ParseInt(flag, value, 1));
+    } else if (flag == "--profile") {
+      if (value.empty()) throw std::invalid_argument("--profile: expected a directory");
+      o.profile_dir = value;
     } else if (flag == "--no-memory") {
       o.memory = false;
     } else if (flag == "--probe") {
@@ -115,6 +118,11 @@ Flags:
   --json=PATH      also write the results as JSON
   --no-memory      skip the memory figures (peak RSS, bytes per pending op),
                    which run each case once more in a fresh child process
+  --profile=DIR    instead of timing, run each selected case once per engine
+                   at a size small enough to read (n-scale x 0.002) with the
+                   profiler on, and write DIR/<case>.<engine>.trace.json
+                   (open in ui.perfetto.dev), .stats.md, .stats.json and
+                   .graph.dot (render: dot -Tsvg FILE -o FILE.svg)
   --run-timeout=S  fail (exit 1) when one run takes longer than S seconds,
                    e.g. an engine that hangs (default 300)
 Exit status: 0 when every check passed, 1 when one failed, 2 on bad flags.

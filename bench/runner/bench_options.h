@@ -16,6 +16,7 @@ struct BenchOptions {
   std::vector<EngineKind> engines = {EngineKind::kNaive, EngineKind::kPooled,
                                      EngineKind::kPerDevice};
   std::string json_path;   // also write the results here, when set
+  std::string profile_dir; // --profile: write traces, stats and graphs here instead of timing
   bool memory = true;      // measure peak RSS and bytes per pending op (child processes)
   int run_timeout_s = 300; // a run taking longer is reported as a hang (see watchdog.h)
   bool help = false;

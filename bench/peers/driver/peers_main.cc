@@ -174,7 +174,7 @@ void Record(const JobSpec& spec, EngineRun& run, const Fields& f, bool warmup) {
   run.values.push_back(ok ? ToDouble(f, spec.figure) : nan);
   run.seconds.push_back(ok ? ToDouble(f, "seconds") : nan);
   run.peak_rss.push_back(ok ? ToDouble(f, "peak_rss") : nan);
-  for (const char* key : {"critical_path", "best_efficiency", "gflops_one_core", "residual", "rss_growth", "ns_per_op"}) {
+  for (const char* key : {"critical_path", "best_efficiency", "gflops_one_core", "residual", "bitwise", "rss_growth", "ns_per_op"}) {
     if (f.count(key)) run.extra[key].push_back(ok ? ToDouble(f, key) : nan);
   }
 }

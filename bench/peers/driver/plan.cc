@@ -103,11 +103,13 @@ std::vector<JobSpec> MakePlan(const PlanOptions& o, const std::vector<Engine>& e
   // Where work, not overhead, is measured (W4 with T > 0, W6), the naive
   // engine's figure is that of one thread: it is left out to save time.
   std::vector<std::string> threaded;
+  std::vector<std::string> w6;  // W6 compares depengine (per-device) with the peers
   std::vector<std::string> scaling;  // the reference engine and the peers
   for (const Engine& e : engines) {
     if (e.limit) continue;
     all.push_back(e.name);
     if (e.name != "depengine-naive") threaded.push_back(e.name);
+    if (!e.depengine || e.name == kReferenceEngine) w6.push_back(e.name);
     if (!e.depengine || e.name == kReferenceEngine) scaling.push_back(e.name);
   }
 
@@ -181,7 +183,7 @@ std::vector<JobSpec> MakePlan(const PlanOptions& o, const std::vector<Engine>& e
     j.target = ">= 1 (the best peer), and >= 0.9 x LAPACKE_dpotrf";
     const std::vector<std::string> params = {P("n", n), P("b", b)};
     if (!Wanted(o, j, "W6")) continue;
-    for (const std::string& e : threaded) j.participants.push_back({e, "W6", params, ""});
+    for (const std::string& e : w6) j.participants.push_back({e, "W6", params, ""});
     for (const Engine& e : engines) {
       if (e.name == "lapacke-dpotrf") j.participants.push_back({e.name, "LIM_POTRF", params, ""});
       if (e.name == "dgemm-peak") j.participants.push_back({e.name, "LIM_DGEMM", {P("b", b)}, ""});
