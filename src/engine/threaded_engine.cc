@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "common/object_pool.h"
 #include "gpu/device.h"
@@ -290,9 +291,13 @@ void ThreadedEngine::DeleteOperator(OprHandle op) {
     throw std::invalid_argument(
         "DeleteOperator: operator was deleted or belongs to another engine");
   }
+  // Named before the update: once the delete bit is set, a finishing push
+  // may free the operator at any moment.
+  const char* name = op->name;
   std::uint32_t prev = op->pushes.fetch_or(Opr::kDeleteRequested, std::memory_order_acq_rel);
   if (prev & Opr::kDeleteRequested) {
-    throw std::logic_error("DeleteOperator: operator '" + OprName(op) + "' was already deleted");
+    throw std::logic_error(std::string("DeleteOperator: operator '") +
+                           (name != nullptr ? name : "<unnamed>") + "' was already deleted");
   }
   if (prev == 0) FreeOpr(op);
 }
@@ -404,9 +409,11 @@ void ThreadedEngine::Push(OprHandle op, Context exec_ctx, int priority, bool pro
   }
   if (exec_ctx.dev_type != DeviceType::kCPU || exec_ctx.dev_id != 0) CheckContext(exec_ctx, call);
   CheckPriority(priority, call);
+  const char* name = op->name;  // see DeleteOperator: read before ReleasePush may free op
   if (op->pushes.fetch_add(1, std::memory_order_acq_rel) & Opr::kDeleteRequested) {
     ReleasePush(op);
-    throw std::logic_error("Push: operator '" + OprName(op) + "' was deleted");
+    throw std::logic_error(std::string("Push: operator '") +
+                           (name != nullptr ? name : "<unnamed>") + "' was deleted");
   }
   std::optional<InFlightReservation> reservation;
   try {
@@ -692,7 +699,13 @@ void ThreadedEngine::FinishPending(int slot) {
     }
     return;
   }
+  // A thread outside the engine's pools (a callback's caller, or a pusher
+  // running inline) may still be inside SubtractPending when the waiter it
+  // wakes destroys the engine: Drain waits for external_completers_ too.
+  // (Workers need no guard: the pools are joined before the engine dies.)
+  external_completers_.fetch_add(1, std::memory_order_seq_cst);
   SubtractPending(slot, 1);
+  external_completers_.fetch_sub(1, std::memory_order_release);
 }
 
 void ThreadedEngine::SubtractPending(int slot, std::int64_t n) {
@@ -876,6 +889,8 @@ void ThreadedEngine::Drain() {
     WaitPendingZero(static_cast<int>(g & 1));
     if (pending_[0].load(std::memory_order_seq_cst) == 0 &&
         pending_[1].load(std::memory_order_seq_cst) == 0) {
+      // The last completer may still be returning through SubtractPending.
+      while (external_completers_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
       return;
     }
   }

@@ -155,6 +155,10 @@ class ThreadedEngine : public Engine {
   // Threads waiting in WaitPendingZero or Throttle. A completer reads it
   // (seq_cst) after its decrement and, if non-zero, notifies under idle_mu_.
   std::atomic<int> idle_waiters_{0};
+  // Threads outside the pools inside SubtractPending; Drain waits for 0.
+  // Incremented (seq_cst) before their decrement of pending_, so a Drain
+  // that saw pending_ reach 0 also sees them.
+  std::atomic<int> external_completers_{0};
   std::atomic<int> throttle_waiters_{0};
   // Functions pushed and not finished, kept only when max_in_flight > 0.
   std::atomic<std::int64_t> in_flight_{0};
