@@ -1,0 +1,243 @@
+// Semantics point 10: EngineOptions::max_in_flight bounds the functions
+// pushed but not finished; a push from outside the engine that would exceed
+// it waits until enough finish. Deletions are queued ahead of normal work.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine_fixture.h"
+
+namespace depengine::test {
+namespace {
+
+using ::testing::ElementsAreArray;
+
+class BackpressureTest : public EngineTest {
+ protected:
+  std::unique_ptr<Engine> MakeEngine(std::size_t max_in_flight) {
+    EngineOptions o = Options();
+    o.max_in_flight = max_in_flight;
+    return CreateEngine(o);
+  }
+};
+
+// Async functions that stay in flight until the test completes them; counts
+// how many are in flight at once, measured inside the functions.
+class InFlight {
+ public:
+  AsyncFn Fn() {
+    return [this](RunContext, CallbackOnComplete cb) {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_.push_back(cb);
+      max_pending_ = std::max(max_pending_, static_cast<int>(pending_.size()));
+      ++started_;
+      cv_.notify_all();
+    };
+  }
+  // Waits until exactly `n` are pending (bounded).
+  bool WaitPending(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kTimeout, [&] { return static_cast<int>(pending_.size()) >= n; });
+  }
+  int Started() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return started_;
+  }
+  // Waits until at least `n` started; false after `timeout`.
+  bool WaitStarted(int n, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return started_ >= n; });
+  }
+  int MaxPending() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return max_pending_;
+  }
+  // Completes the oldest pending function.
+  void CompleteOne() {
+    CallbackOnComplete cb;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (pending_.empty()) return;
+      cb = pending_.front();
+      pending_.pop_front();
+    }
+    cb();
+  }
+  void CompleteAll() {
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (pending_.empty()) return;
+      }
+      CompleteOne();
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<CallbackOnComplete> pending_;  // guarded by mu_
+  int max_pending_ = 0;                     // guarded by mu_
+  int started_ = 0;                         // guarded by mu_
+};
+
+TEST_P(BackpressureTest, PushWaitsWhileMaxInFlightFunctionsAreUnfinished) {
+  constexpr int kMax = 4;
+  constexpr int kTotal = 12;
+  InFlight fns;
+  auto e = MakeEngine(kMax);
+  Counter returned;
+  std::thread pusher([&] {
+    for (int i = 0; i < kTotal; ++i) {
+      e->PushAsync(fns.Fn(), Context::CPU(), {}, {});
+      returned.Add();
+    }
+  });
+  for (int done = 0; done < kTotal; ++done) {
+    const int expect_pending = std::min(kMax, kTotal - done);
+    ASSERT_TRUE(fns.WaitPending(expect_pending)) << "after " << done << " completions";
+    if (done + kMax < kTotal) {
+      // The engine is full: the next push must wait until we finish one.
+      ASSERT_TRUE(returned.WaitAtLeast(done + kMax));
+      EXPECT_FALSE(returned.WaitAtLeast(done + kMax + 1, kQuiet))
+          << "a push returned although max_in_flight functions were unfinished";
+      EXPECT_EQ(fns.Started(), done + kMax) << "a push exceeded max_in_flight";
+    }
+    fns.CompleteOne();
+  }
+  pusher.join();
+  fns.CompleteAll();
+  e->WaitForAll();
+  EXPECT_EQ(fns.Started(), kTotal);
+  EXPECT_LE(fns.MaxPending(), kMax);
+}
+
+TEST_P(BackpressureTest, FastPusherNeverGetsMoreThanMaxInFlightAhead) {
+  constexpr std::size_t kMax = 64;
+  constexpr int kPushes = 20000;
+  std::atomic<long> finished{0};
+  long chain = 0;  // plain, ordered by v
+  long max_ahead = 0;
+  auto e = MakeEngine(kMax);
+  VarHandle v = e->NewVariable();
+  for (int i = 1; i <= kPushes; ++i) {
+    e->PushSync(
+        [&](RunContext) {
+          ++chain;
+          ++finished;
+        },
+        Context::CPU(), {}, {v});
+    // `finished` counts a function before the engine does, so i - finished
+    // never exceeds the engine's own in-flight count.
+    max_ahead = std::max(max_ahead, i - finished.load());
+  }
+  e->WaitForAll();
+  EXPECT_EQ(chain, kPushes);
+  EXPECT_LE(max_ahead, static_cast<long>(kMax));
+}
+
+TEST_P(BackpressureTest, SeveralPushersTogetherStayWithinTheBound) {
+  constexpr int kMax = 2;
+  constexpr int kPushers = 3;
+  constexpr int kPerPusher = 4;
+  constexpr int kTotal = kPushers * kPerPusher;
+  InFlight fns;
+  auto e = MakeEngine(kMax);
+  std::vector<std::thread> pushers;
+  for (int p = 0; p < kPushers; ++p) {
+    pushers.emplace_back([&] {
+      for (int i = 0; i < kPerPusher; ++i) e->PushAsync(fns.Fn(), Context::CPU(), {}, {});
+    });
+  }
+  for (int done = 0; done < kTotal; ++done) {
+    ASSERT_TRUE(fns.WaitPending(std::min(kMax, kTotal - done))) << "after " << done << " completions";
+    EXPECT_FALSE(fns.WaitStarted(done + kMax + 1, kQuiet))
+        << "pushers together exceeded max_in_flight";
+    fns.CompleteOne();
+  }
+  for (auto& t : pushers) t.join();
+  fns.CompleteAll();
+  e->WaitForAll();
+  EXPECT_EQ(fns.Started(), kTotal);
+  EXPECT_LE(fns.MaxPending(), kMax) << "more than max_in_flight functions were in flight";
+}
+
+TEST_P(BackpressureTest, PushesFromInsideFunctionsAreNotHeldBack) {
+  constexpr int kChildren = 20;
+  std::atomic<int> children{0};
+  Event parent_pushed_all;
+  auto e = MakeEngine(2);
+  VarHandle v = e->NewVariable();
+  e->PushSync(
+      [&](RunContext) {
+        for (int i = 0; i < kChildren; ++i) {
+          e->PushSync([&](RunContext) { ++children; }, Context::CPU(), {}, {});
+        }
+        parent_pushed_all.Notify();
+      },
+      Context::CPU(), {}, {v});
+  EXPECT_TRUE(parent_pushed_all.WaitFor())
+      << "a push from inside a function waited for backpressure (it could deadlock)";
+  e->WaitForAll();
+  EXPECT_EQ(children.load(), kChildren);
+}
+
+TEST_P(BackpressureTest, DeleteVariableIsNotHeldBackWhenTheEngineIsFull) {
+  InFlight fns;
+  Event deleted;
+  auto e = MakeEngine(2);
+  VarHandle doomed = e->NewVariable();
+  e->PushAsync(fns.Fn(), Context::CPU(), {}, {});
+  e->PushAsync(fns.Fn(), Context::CPU(), {}, {});
+  ASSERT_TRUE(fns.WaitPending(2));
+  std::thread deleter([&] {
+    e->DeleteVariable([&](RunContext) { deleted.Notify(); }, Context::CPU(), doomed);
+  });
+  EXPECT_TRUE(deleted.WaitFor()) << "DeleteVariable waited for backpressure: memory cannot come back";
+  fns.CompleteAll();
+  deleter.join();
+  e->WaitForAll();
+}
+
+TEST_P(BackpressureTest, DeletionsRunAheadOfQueuedNormalWork) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine runs each function at push: nothing queues";
+  std::mutex mu;
+  std::vector<char> order;  // guarded by mu
+  Counter ran;
+  auto record = [&](char c) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(c);
+    }
+    ran.Add();
+  };
+  std::vector<std::unique_ptr<Gate>> gates;
+  for (int i = 0; i < workers(); ++i) {
+    gates.push_back(std::make_unique<Gate>());
+    engine().PushSync(gates.back()->Body(), Context::CPU(), {}, {});
+  }
+  for (auto& g : gates) ASSERT_TRUE(g->WaitStarted());
+  VarHandle doomed = engine().NewVariable();
+  for (int i = 0; i < 5; ++i) {
+    engine().PushSync([&](RunContext) { record('n'); }, Context::CPU(), {}, {}, FnProperty::kNormal,
+                      kMaxPriority);
+  }
+  engine().DeleteVariable([&](RunContext) { record('d'); }, Context::CPU(), doomed);
+  gates[0]->Open();
+  EXPECT_TRUE(ran.WaitAtLeast(6));
+  for (auto& g : gates) g->Open();
+  engine().WaitForAll();
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_THAT(order, ElementsAreArray({'d', 'n', 'n', 'n', 'n', 'n'}))
+      << "a deletion waited behind normal work, even of the highest priority";
+}
+
+DEPENGINE_INSTANTIATE_ALL_ENGINES(BackpressureTest);
+
+}  // namespace
+}  // namespace depengine::test

@@ -1,0 +1,409 @@
+// Semantics point 8: bad input raises std::invalid_argument or
+// std::logic_error with a message that names the problem, and nothing
+// pushed before is lost.
+#include <atomic>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "engine_fixture.h"
+
+namespace depengine::test {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+// Work pushed before a bad call: functions queued behind a held var. After
+// the bad call, Finish() releases the hold and checks that all of it ran.
+class PendingWork {
+ public:
+  static constexpr int kFunctions = 10;
+
+  explicit PendingWork(Engine& e) : e_(e), var_(e.NewVariable()), hold_(e, {}, {var_}) {
+    for (int i = 0; i < kFunctions; ++i) {
+      e_.PushSync([this](RunContext) { ++ran_; }, Context::CPU(), {}, {var_});
+    }
+  }
+  ~PendingWork() { Finish(); }
+
+  void Finish() {
+    if (finished_) return;
+    finished_ = true;
+    hold_.Release();
+    e_.WaitForVar(var_);
+    EXPECT_EQ(ran_, kFunctions) << "a bad call lost work pushed before it";
+  }
+
+ private:
+  Engine& e_;
+  VarHandle var_;
+  int ran_ = 0;  // plain: the functions are ordered by var_
+  Hold hold_;
+  bool finished_ = false;
+};
+
+class BadInputTest : public EngineTest {};
+
+TEST_P(BadInputTest, NullFunctionIsRejected) {
+  PendingWork pending(engine());
+  VarHandle v = engine().NewVariable();
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().PushSync(SyncFn(), Context::CPU(), {}, {v}); }),
+              HasSubstr("null function"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().PushAsync(AsyncFn(), Context::CPU(), {}, {v}); }),
+              HasSubstr("null function"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] { engine().NewOperator(AsyncFn(), {}, {v}); }),
+              HasSubstr("null function"));
+  pending.Finish();
+  engine().WaitForVar(v);  // v was not left in use by the rejected calls
+}
+
+TEST_P(BadInputTest, NullVarIsRejected) {
+  PendingWork pending(engine());
+  VarHandle v = engine().NewVariable();
+  auto noop = [](RunContext) {};
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().PushSync(noop, Context::CPU(), {nullptr}, {v}); }),
+              HasSubstr("null var"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().PushSync(noop, Context::CPU(), {v}, {nullptr}); }),
+              HasSubstr("null var"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
+                engine().PushAsync([](RunContext, CallbackOnComplete cb) { cb(); },
+                                   Context::CPU(), {}, {nullptr});
+              }),
+              HasSubstr("null var"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
+                engine().NewOperator([](RunContext, CallbackOnComplete cb) { cb(); }, {nullptr}, {});
+              }),
+              HasSubstr("null var"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] { engine().WaitForVar(nullptr); }),
+              HasSubstr("null var"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().DeleteVariable(noop, Context::CPU(), nullptr); }),
+              HasSubstr("null var"));
+  pending.Finish();
+}
+
+TEST_P(BadInputTest, RejectedPushLeavesItsValidVarsUsable) {
+  // A push with one good and one bad var must not leave the good var queued.
+  PendingWork pending(engine());
+  VarHandle good = engine().NewVariable();
+  VarHandle gone = engine().NewVariable();
+  engine().DeleteVariable(nullptr, Context::CPU(), gone);
+  auto noop = [](RunContext) {};
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().PushSync(noop, Context::CPU(), {}, {good, nullptr}); }),
+              HasSubstr("null var"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().PushSync(noop, Context::CPU(), {gone}, {good}); }),
+              HasSubstr("deleted"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().PushSync(noop, Context::CPU(), {good}, {good}); }),
+              HasSubstr("both"));
+  int value = 0;
+  engine().PushSync([&](RunContext) { value = 1; }, Context::CPU(), {}, {good});
+  engine().WaitForVar(good);
+  EXPECT_EQ(value, 1);
+  pending.Finish();
+}
+
+TEST_P(BadInputTest, DeletedVarIsRejected) {
+  PendingWork pending(engine());
+  VarHandle v = engine().NewVariable();
+  auto noop = [](RunContext) {};
+  engine().DeleteVariable(noop, Context::CPU(), v);
+  // Right after DeleteVariable (the deletion may still be pending)...
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().PushSync(noop, Context::CPU(), {v}, {}); }),
+              HasSubstr("deleted"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] { engine().WaitForVar(v); }),
+              HasSubstr("deleted"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().DeleteVariable(noop, Context::CPU(), v); }),
+              AnyOf(HasSubstr("deleted"), HasSubstr("twice")));
+  // ...and once it has run (no var was created since, so the handle is
+  // not reused).
+  pending.Finish();
+  engine().WaitForAll();
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().PushSync(noop, Context::CPU(), {}, {v}); }),
+              HasSubstr("deleted"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
+                engine().NewOperator([](RunContext, CallbackOnComplete cb) { cb(); }, {v}, {});
+              }),
+              HasSubstr("deleted"));
+}
+
+TEST_P(BadInputTest, VarInBothListsIsRejectedAndDuplicatesWithinAListMerge) {
+  PendingWork pending(engine());
+  VarHandle v = engine().NewVariable();
+  VarHandle u = engine().NewVariable();
+  auto noop = [](RunContext) {};
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().PushSync(noop, Context::CPU(), {u, v}, {v}); }),
+              HasSubstr("both const_vars and mutable_vars"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
+                engine().PushAsync([](RunContext, CallbackOnComplete cb) { cb(); }, Context::CPU(),
+                                   {v}, {u, v});
+              }),
+              HasSubstr("both const_vars and mutable_vars"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
+                engine().NewOperator([](RunContext, CallbackOnComplete cb) { cb(); }, {v}, {v});
+              }),
+              HasSubstr("both const_vars and mutable_vars"));
+
+  // Duplicates within one list are merged: the function runs once, and the
+  // var is released (a duplicate slot would never be granted, or granted
+  // twice).
+  int runs = 0;
+  engine().PushSync([&](RunContext) { ++runs; }, Context::CPU(), {}, {v, v, v});
+  engine().PushSync([&](RunContext) { ++runs; }, Context::CPU(), {u, u}, {v, v});
+  engine().PushSync([&](RunContext) { ++runs; }, Context::CPU(), {v, v}, {});
+  OprHandle op = engine().NewOperator(
+      [&](RunContext, CallbackOnComplete cb) {
+        ++runs;
+        cb();
+      },
+      {u, u}, {v, v});
+  engine().Push(op, Context::CPU());
+  pending.Finish();
+  engine().WaitForAll();
+  EXPECT_EQ(runs, 4);
+  engine().DeleteOperator(op);
+}
+
+TEST_P(BadInputTest, GpuContextWithoutAGpuIsRejected) {
+  if (std::filesystem::exists("/dev/nvidia0")) {
+    GTEST_SKIP() << "a GPU is present here; gpu_test covers real GPU contexts";
+  }
+  PendingWork pending(engine());
+  VarHandle v = engine().NewVariable();
+  auto noop = [](RunContext) {};
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().PushSync(noop, Context::GPU(0), {}, {v}); }),
+              HasSubstr("GPU"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
+                engine().PushAsync([](RunContext, CallbackOnComplete cb) { cb(); },
+                                   Context::GPU(1), {}, {v}, FnProperty::kCopyToGPU);
+              }),
+              HasSubstr("GPU"));
+  OprHandle op = engine().NewOperator([](RunContext, CallbackOnComplete cb) { cb(); }, {}, {v});
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] { engine().Push(op, Context::GPU(0)); }),
+              HasSubstr("GPU"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().DeleteVariable(noop, Context::GPU(0), v); }),
+              HasSubstr("GPU"));
+  // The rejected DeleteVariable did not delete v.
+  int value = 0;
+  engine().PushSync([&](RunContext) { value = 1; }, Context::CPU(), {}, {v});
+  engine().WaitForVar(v);
+  EXPECT_EQ(value, 1);
+  engine().DeleteOperator(op);
+  pending.Finish();
+}
+
+TEST_P(BadInputTest, GpuIdBeyondTheSimulatedGpusIsRejected) {
+  EngineOptions o = Options();
+  o.simulated_gpus = 2;
+  auto e = CreateEngine(o);
+  VarHandle v = e->NewVariable();
+  auto noop = [](RunContext) {};
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { e->PushSync(noop, Context::GPU(2), {}, {v}); }),
+              HasSubstr("GPU"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { e->PushSync(noop, Context::GPU(-1), {}, {v}); }),
+              HasSubstr("GPU"));
+  int value = 0;
+  e->PushSync([&](RunContext) { value = 1; }, Context::GPU(1), {}, {v});
+  e->WaitForVar(v);
+  EXPECT_EQ(value, 1);
+}
+
+TEST_P(BadInputTest, InvalidCpuContextIsRejected) {
+  PendingWork pending(engine());
+  VarHandle v = engine().NewVariable();
+  auto noop = [](RunContext) {};
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().PushSync(noop, Context::CPU(-1), {}, {v}); }),
+              HasSubstr("dev_id"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
+                engine().PushSync(noop, Context{static_cast<DeviceType>(42), 0}, {}, {v});
+              }),
+              HasSubstr("DeviceType"));
+  pending.Finish();
+}
+
+TEST_P(BadInputTest, PriorityOutOfRangeIsRejected) {
+  PendingWork pending(engine());
+  VarHandle v = engine().NewVariable();
+  auto noop = [](RunContext) {};
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
+                engine().PushSync(noop, Context::CPU(), {}, {v}, FnProperty::kNormal,
+                                  kMaxPriority + 1);
+              }),
+              HasSubstr("priority"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
+                engine().PushSync(noop, Context::CPU(), {}, {v}, FnProperty::kNormal,
+                                  kMinPriority - 1);
+              }),
+              HasSubstr("priority"));
+  OprHandle op = engine().NewOperator([](RunContext, CallbackOnComplete cb) { cb(); }, {}, {v});
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().Push(op, Context::CPU(), kMaxPriority + 1); }),
+              HasSubstr("priority"));
+  // The bounds themselves are accepted.
+  int runs = 0;
+  engine().PushSync([&](RunContext) { ++runs; }, Context::CPU(), {}, {v}, FnProperty::kNormal,
+                    kMaxPriority);
+  engine().PushSync([&](RunContext) { ++runs; }, Context::CPU(), {}, {v}, FnProperty::kNormal,
+                    kMinPriority);
+  engine().WaitForVar(v);
+  EXPECT_EQ(runs, 2);
+  engine().DeleteOperator(op);
+  pending.Finish();
+}
+
+TEST_P(BadInputTest, VarOfAnotherEngineIsRejected) {
+  PendingWork pending(engine());
+  auto other = CreateEngine(Options());
+  VarHandle foreign = other->NewVariable();
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
+                engine().PushSync([](RunContext) {}, Context::CPU(), {}, {foreign});
+              }),
+              HasSubstr("another engine"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] { engine().WaitForVar(foreign); }),
+              HasSubstr("another engine"));
+  pending.Finish();
+}
+
+TEST_P(BadInputTest, WaitingFromInsideAFunctionOfTheSameEngineIsRejected) {
+  std::string sync_var, sync_all, async_var, async_all, kasync_all, delete_all;
+  DrainGuard drain(engine());
+  PendingWork pending(engine());
+  VarHandle v = engine().NewVariable();
+  VarHandle other = engine().NewVariable();
+  engine().PushSync(
+      [&](RunContext) {
+        sync_var = MessageOf<std::logic_error>([&] { engine().WaitForVar(other); });
+        sync_all = MessageOf<std::logic_error>([&] { engine().WaitForAll(); });
+      },
+      Context::CPU(), {}, {v});
+  engine().PushAsync(
+      [&](RunContext, CallbackOnComplete cb) {
+        async_var = MessageOf<std::logic_error>([&] { engine().WaitForVar(other); });
+        async_all = MessageOf<std::logic_error>([&] { engine().WaitForAll(); });
+        cb();
+      },
+      Context::CPU(), {}, {v});
+  engine().PushSync(
+      [&](RunContext) { kasync_all = MessageOf<std::logic_error>([&] { engine().WaitForAll(); }); },
+      Context::CPU(), {}, {v}, FnProperty::kAsync);
+  VarHandle doomed = engine().NewVariable();
+  engine().DeleteVariable(
+      [&](RunContext) { delete_all = MessageOf<std::logic_error>([&] { engine().WaitForAll(); }); },
+      Context::CPU(), doomed);
+  pending.Finish();
+  engine().WaitForAll();
+  for (const std::string* m : {&sync_var, &sync_all, &async_var, &async_all, &kasync_all, &delete_all}) {
+    EXPECT_THAT(*m, HasSubstr("deadlock"));
+  }
+}
+
+TEST_P(BadInputTest, WaitingOnAnotherEngineFromInsideAFunctionIsAllowed) {
+  auto other = CreateEngine(Options());
+  VarHandle ov = other->NewVariable();
+  int other_value = 0;
+  other->PushSync([&](RunContext) { other_value = 5; }, Context::CPU(), {}, {ov});
+  std::string error = "<not run>";
+  int seen = 0;
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  engine().PushSync(
+      [&](RunContext) {
+        error = MessageOf<std::exception>([&] {
+          other->WaitForVar(ov);
+          other->WaitForAll();
+        });
+        seen = other_value;
+      },
+      Context::CPU(), {}, {v});
+  engine().WaitForVar(v);
+  EXPECT_EQ(error, "<no exception>");
+  EXPECT_EQ(seen, 5);
+}
+
+TEST_P(BadInputTest, CallbackCalledASecondTimeIsRejectedAndChangesNothing) {
+  std::string second_inside;
+  Event second_call_done;
+  CallbackOnComplete kept;
+  std::vector<int> log;  // plain, ordered by v
+  DrainGuard drain(engine());
+  PendingWork pending(engine());
+  VarHandle v = engine().NewVariable();
+  engine().PushAsync(
+      [&](RunContext, CallbackOnComplete cb) {
+        log.push_back(1);
+        kept = cb;
+        cb();
+        second_inside = MessageOf<std::logic_error>([&] { cb(); });
+        second_call_done.Notify();  // the function is finished: the test waits on this
+      },
+      Context::CPU(), {}, {v});
+  engine().PushSync([&](RunContext) { log.push_back(2); }, Context::CPU(), {}, {v});
+  engine().WaitForVar(v);
+  ASSERT_TRUE(second_call_done.WaitFor());
+  EXPECT_THAT(second_inside, HasSubstr("second time"));
+
+  // Much later, after the engine reused its internal blocks: still rejected,
+  // and functions running now are not finished by the stale callback.
+  Hold hold(engine(), {}, {v});
+  ASSERT_TRUE(hold.WaitStarted());
+  engine().PushSync([&](RunContext) { log.push_back(3); }, Context::CPU(), {}, {v});
+  EXPECT_THAT(MessageOf<std::logic_error>([&] { kept(); }), HasSubstr("second time"));
+  EXPECT_EQ(log.size(), 2u) << "a stale callback finished another function";
+  hold.Release();
+  engine().WaitForVar(v);
+  EXPECT_EQ(log, (std::vector<int>{1, 2, 3}));
+  pending.Finish();
+}
+
+TEST_P(BadInputTest, NegativeThreadCountIsRejected) {
+  for (int field = 0; field < 5; ++field) {
+    EngineOptions o = Options();
+    switch (field) {
+      case 0: o.cpu_worker_threads = -1; break;
+      case 1: o.cpu_priority_threads = -1; break;
+      case 2: o.gpu_worker_threads = -1; break;
+      case 3: o.gpu_copy_threads = -1; break;
+      default: o.simulated_gpus = -1; break;
+    }
+    EXPECT_THAT(MessageOf<std::invalid_argument>([&] { CreateEngine(o); }),
+                AnyOf(HasSubstr("thread"), HasSubstr("simulated_gpus")))
+        << "field " << field;
+  }
+}
+
+TEST_P(BadInputTest, BadOperatorHandlesAreRejected) {
+  PendingWork pending(engine());
+  VarHandle v = engine().NewVariable();
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] { engine().Push(nullptr, Context::CPU()); }),
+              HasSubstr("null operator"));
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] { engine().DeleteOperator(nullptr); }),
+              HasSubstr("null operator"));
+  OprHandle op = engine().NewOperator([](RunContext, CallbackOnComplete cb) { cb(); }, {}, {v});
+  engine().Push(op, Context::CPU());
+  engine().DeleteOperator(op);
+  EXPECT_THAT(MessageOf<std::logic_error>([&] { engine().Push(op, Context::CPU()); }),
+              HasSubstr("deleted"));
+  pending.Finish();
+}
+
+DEPENGINE_INSTANTIATE_ALL_ENGINES(BadInputTest);
+
+}  // namespace
+}  // namespace depengine::test

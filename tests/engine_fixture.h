@@ -1,0 +1,382 @@
+// Shared test support: the engine fixture parameterized over engine kinds
+// and worker counts, and bounded synchronization helpers.
+//
+// Rules the tests follow:
+// - Every wait is bounded (kTimeout), so a deadlock fails a test instead of
+//   hanging it; ctest adds a per-test TIMEOUT on top.
+// - No sleep is used to order anything: ordering comes from Events, Counters
+//   and Rendezvous. The only timed waits that are expected to expire are the
+//   "quiet" checks (ExpectQuiet), which assert that something does NOT happen
+//   within kQuiet; they can fail, never pass wrongly when the engine is right.
+// - Data written and read by engine functions are plain, non-atomic
+//   variables on purpose: ThreadSanitizer then proves the ordering.
+#pragma once
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "depengine/engine.h"
+
+namespace depengine::test {
+
+using namespace std::chrono_literals;
+
+// How long a bounded wait waits before it reports failure. Generous, since
+// sanitizer builds run ~10x slower on a busy 2-core machine.
+inline constexpr std::chrono::milliseconds kTimeout{20'000};
+// How long a "must not happen" check watches.
+inline constexpr std::chrono::milliseconds kQuiet{50};
+
+// A one-shot event: Notify() once, WaitFor() from any number of threads.
+class Event {
+ public:
+  // Notifies under the lock: a waiter may destroy the Event as soon as it
+  // sees `set_`, so nothing may touch the Event after the unlock.
+  void Notify() {
+    std::lock_guard<std::mutex> lock(mu_);
+    set_ = true;
+    cv_.notify_all();
+  }
+  // Returns true once notified, false after `timeout`.
+  bool WaitFor(std::chrono::milliseconds timeout = kTimeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return set_; });
+  }
+  bool IsSet() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return set_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool set_ = false;  // guarded by mu_
+};
+
+// A counter that threads can wait on.
+class Counter {
+ public:
+  int Add(int n = 1) {
+    std::lock_guard<std::mutex> lock(mu_);  // notify under it: see Event::Notify
+    value_ += n;
+    cv_.notify_all();
+    return value_;
+  }
+  int Get() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return value_;
+  }
+  // Returns true once the value is at least `n`, false after `timeout`.
+  bool WaitAtLeast(int n, std::chrono::milliseconds timeout = kTimeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return value_ >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int value_ = 0;  // guarded by mu_
+};
+
+// `n` parties meet: ArriveAndWait() returns true when all `n` were present
+// at the same time, false if the others did not come within `timeout`.
+// Proves that functions run concurrently without measuring time.
+class Rendezvous {
+ public:
+  explicit Rendezvous(int n) : n_(n) {}
+  bool ArriveAndWait(std::chrono::milliseconds timeout = kTimeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++arrived_;
+    cv_.notify_all();
+    return cv_.wait_for(lock, timeout, [&] { return arrived_ >= n_; });
+  }
+
+ private:
+  const int n_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;  // guarded by mu_
+};
+
+// The set of threads that ran something.
+class ThreadSet {
+ public:
+  void AddCurrent() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ids_.insert(std::this_thread::get_id());
+  }
+  std::set<std::thread::id> Get() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ids_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<std::thread::id> ids_;  // guarded by mu_
+};
+
+inline bool Disjoint(const std::set<std::thread::id>& a, const std::set<std::thread::id>& b) {
+  for (const auto& id : a) {
+    if (b.count(id) != 0) return false;
+  }
+  return true;
+}
+
+// An async function that keeps its vars until Release(). Works on every
+// engine, including the naive one, where a sync function that blocks would
+// block the pushing thread. Release() never blocks; if the function has not
+// started yet, it completes as soon as it starts. The destructor releases,
+// so a failing test never leaves the engine waiting forever.
+class Hold {
+ public:
+  Hold(Engine& engine, const std::vector<VarHandle>& reads, const std::vector<VarHandle>& writes,
+       Context ctx = Context::CPU(), FnProperty prop = FnProperty::kNormal, int priority = 0)
+      : state_(std::make_shared<State>()) {
+    engine.PushAsync(
+        [s = state_](RunContext, CallbackOnComplete cb) {
+          std::unique_lock<std::mutex> lock(s->mu);
+          s->started = true;
+          s->cv.notify_all();
+          if (s->release_requested) {
+            std::exception_ptr err = s->error;
+            lock.unlock();
+            cb(err);
+            return;
+          }
+          s->cb = cb;
+        },
+        ctx, reads, writes, prop, priority, "Hold");
+  }
+  ~Hold() { Release(); }
+  Hold(const Hold&) = delete;
+  Hold& operator=(const Hold&) = delete;
+
+  // True once the function runs (its vars are then held).
+  bool WaitStarted(std::chrono::milliseconds timeout = kTimeout) {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    return state_->cv.wait_for(lock, timeout, [&] { return state_->started; });
+  }
+  bool Started() {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->started;
+  }
+  // Finishes the function (with `error` if set). Idempotent.
+  void Release(std::exception_ptr error = nullptr) {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    if (state_->release_requested) return;
+    state_->release_requested = true;
+    state_->error = error;
+    if (!state_->started) return;  // it completes itself when it starts
+    CallbackOnComplete cb = state_->cb;
+    lock.unlock();
+    cb(error);
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool started = false;            // guarded by mu
+    bool release_requested = false;  // guarded by mu
+    std::exception_ptr error;        // guarded by mu
+    CallbackOnComplete cb;           // guarded by mu
+  };
+  std::shared_ptr<State> state_;
+};
+
+// A sync function body that blocks its worker until Open() (bounded by
+// kTimeout). Only for threaded engines: on the naive engine it would block
+// the pushing thread. The destructor opens the gate.
+class Gate {
+ public:
+  Gate() : s_(std::make_shared<State>()) {}
+  ~Gate() { Open(); }
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+
+  // The function to push (any number of times): signals that it started,
+  // then waits for Open().
+  SyncFn Body() {
+    return [s = s_](RunContext) {
+      s->started.Add();
+      if (!s->open.WaitFor()) s->timed_out.store(true);
+    };
+  }
+  // True once `n` bodies started.
+  bool WaitStarted(int n = 1) { return s_->started.WaitAtLeast(n); }
+  void Open() { s_->open.Notify(); }
+  // True if a body gave up waiting: the test did not open it in time.
+  bool TimedOut() const { return s_->timed_out.load(); }
+
+ private:
+  struct State {
+    Counter started;
+    Event open;
+    std::atomic<bool> timed_out{false};
+  };
+  std::shared_ptr<State> s_;
+};
+
+// A thread outside the engine that runs posted tasks in order: used to call
+// async functions' callbacks "later, from another thread". The destructor
+// runs what is left, then joins.
+class Completer {
+ public:
+  Completer() : thread_([this] { Loop(); }) {}
+  ~Completer() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      cv_.notify_all();
+    }
+    thread_.join();
+  }
+  Completer(const Completer&) = delete;
+  Completer& operator=(const Completer&) = delete;
+
+  void Post(std::function<void()> task) {
+    std::lock_guard<std::mutex> lock(mu_);  // notify under it: see Event::Notify
+    tasks_.push_back(std::move(task));
+    cv_.notify_all();
+  }
+  std::thread::id id() const { return thread_.get_id(); }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || head_ < tasks_.size(); });
+      if (head_ == tasks_.size()) return;  // stopped and drained
+      std::function<void()> task = std::move(tasks_[head_++]);
+      lock.unlock();
+      task();
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::function<void()>> tasks_;  // guarded by mu_
+  std::size_t head_ = 0;                      // guarded by mu_
+  bool stop_ = false;                         // guarded by mu_
+  std::thread thread_;
+};
+
+// Runs `f` and returns the message of the exception of type E it throws,
+// "<no exception>" if it throws nothing, or a description of another
+// exception, so that EXPECT_THAT(..., HasSubstr(...)) reports clearly.
+template <class E, class F>
+std::string MessageOf(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    if constexpr (std::is_same_v<E, std::exception>) {
+      return e.what();
+    } else {
+      if (dynamic_cast<const E*>(&e) != nullptr) return e.what();
+      return std::string("<other exception: ") + e.what() + ">";
+    }
+  } catch (...) {
+    return "<non-std exception>";
+  }
+  return "<no exception>";
+}
+
+// Asserts that `done` stays false for kQuiet: something must not happen yet.
+inline void ExpectQuiet(Event& done, const char* what) {
+  EXPECT_FALSE(done.WaitFor(kQuiet)) << what;
+}
+
+// ---------------------------------------------------------------- fixture
+
+struct EngineParam {
+  EngineKind kind;
+  int workers;  // CPU workers per pool; ignored by the naive engine
+};
+
+inline std::vector<EngineParam> AllEngineParams() {
+  return {{EngineKind::kNaive, 0},
+          {EngineKind::kPooled, 1},
+          {EngineKind::kPooled, 2},
+          {EngineKind::kPerDevice, 1},
+          {EngineKind::kPerDevice, 2}};
+}
+
+inline std::string ParamName(const ::testing::TestParamInfo<EngineParam>& info) {
+  switch (info.param.kind) {
+    case EngineKind::kNaive:
+      return "Naive";
+    case EngineKind::kPooled:
+      return "Pooled" + std::to_string(info.param.workers) + "Workers";
+    case EngineKind::kPerDevice:
+      return "PerDevice" + std::to_string(info.param.workers) + "Workers";
+  }
+  return "Unknown";
+}
+
+// The engine under test, built in SetUp from Options() and destroyed in
+// TearDown. Every test of a suite derived from it runs on all engines.
+class EngineTest : public ::testing::TestWithParam<EngineParam> {
+ protected:
+  EngineKind kind() const { return GetParam().kind; }
+  int workers() const { return GetParam().workers; }
+  bool threaded() const { return kind() != EngineKind::kNaive; }
+
+  // Every pool gets the parameter's worker count so that tests can block all
+  // workers of a pool deterministically.
+  virtual EngineOptions Options() const {
+    EngineOptions o;
+    o.kind = kind();
+    o.cpu_worker_threads = workers();
+    o.cpu_priority_threads = workers();
+    o.gpu_worker_threads = workers();
+    o.gpu_copy_threads = 1;
+    return o;
+  }
+
+  void SetUp() override { engine_ = CreateEngine(Options()); }
+  void TearDown() override { engine_.reset(); }
+
+  Engine& engine() { return *engine_; }
+
+  // Calls WaitForAll when destroyed (swallowing failures): declare it after
+  // the locals that pushed functions capture, so that an early return from a
+  // failed ASSERT never leaves a function running on destroyed locals.
+  class DrainGuard {
+   public:
+    explicit DrainGuard(Engine& e) : e_(e) {}
+    ~DrainGuard() {
+      try {
+        e_.WaitForAll();
+      } catch (...) {
+      }
+    }
+    DrainGuard(const DrainGuard&) = delete;
+    DrainGuard& operator=(const DrainGuard&) = delete;
+
+   private:
+    Engine& e_;
+  };
+
+  std::unique_ptr<Engine> engine_;
+};
+
+#define DEPENGINE_INSTANTIATE_ALL_ENGINES(suite)                                         \
+  INSTANTIATE_TEST_SUITE_P(Engines, suite, ::testing::ValuesIn(::depengine::test::AllEngineParams()), \
+                           ::depengine::test::ParamName)
+
+}  // namespace depengine::test

@@ -1,0 +1,46 @@
+# Installs depengine from BUILD_DIR into a scratch prefix under WORK_DIR,
+# then configures, builds and runs the consumer project in CONSUMER_SOURCE
+# against that prefix with find_package(depengine). Run with cmake -P; see
+# tests/CMakeLists.txt for the variables.
+foreach(var BUILD_DIR WORK_DIR CONSUMER_SOURCE GENERATOR CXX_COMPILER)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "run_install_test.cmake: ${var} is not set")
+  endif()
+endforeach()
+
+set(prefix ${WORK_DIR}/prefix)
+set(consumer_build ${WORK_DIR}/consumer-build)
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+
+function(run_step what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  message(STATUS "${what}: ok")
+endfunction()
+
+run_step("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+
+# The library is static: a sanitizer build must link the consumer with the
+# same sanitizer runtime.
+set(flags "")
+if(SANITIZE)
+  set(flags "-fsanitize=${SANITIZE}")
+endif()
+set(build_type Release)
+if(BUILD_TYPE)
+  set(build_type ${BUILD_TYPE})
+endif()
+
+run_step("configure consumer" ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${consumer_build}
+  -G ${GENERATOR}
+  -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+  -DCMAKE_BUILD_TYPE=${build_type}
+  -DCMAKE_PREFIX_PATH=${prefix}
+  -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+  "-DCMAKE_CXX_FLAGS=${flags}"
+  "-DCMAKE_EXE_LINKER_FLAGS=${flags}")
+run_step("build consumer" ${CMAKE_COMMAND} --build ${consumer_build} -j 1)
+run_step("run consumer" ${consumer_build}/consumer)

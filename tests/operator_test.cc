@@ -1,0 +1,204 @@
+// Semantics point 5, operators: NewOperator + Push reuse one prebuilt
+// operator with no per-push allocation of closures or var lists;
+// DeleteOperator takes effect after the operator's pending pushes finish.
+#include <atomic>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "alloc_counter.h"
+#include "engine_fixture.h"
+
+namespace depengine::test {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+
+class OperatorTest : public EngineTest {};
+
+TEST_P(OperatorTest, EachPushRunsTheOperatorOnceOrderedWithOtherFunctions) {
+  std::vector<int> log;  // plain, ordered by v
+  int op_runs = 0;
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  OprHandle op = engine().NewOperator(
+      [&](RunContext, CallbackOnComplete cb) {
+        log.push_back(-1);
+        ++op_runs;
+        cb();
+      },
+      {}, {v}, FnProperty::kNormal, "append");
+  std::vector<int> expected;
+  for (int i = 0; i < 50; ++i) {
+    engine().Push(op, Context::CPU());
+    expected.push_back(-1);
+    engine().PushSync([&, i](RunContext) { log.push_back(i); }, Context::CPU(), {}, {v});
+    expected.push_back(i);
+  }
+  engine().WaitForVar(v);
+  EXPECT_THAT(log, ElementsAreArray(expected));
+  EXPECT_EQ(op_runs, 50);
+  engine().DeleteOperator(op);
+}
+
+TEST_P(OperatorTest, OperatorReadsAndWritesItsVarsLikePushAsync) {
+  // op: b = a + b. Interleaved with writes of a.
+  long a_value = 0, b_value = 0;  // plain
+  DrainGuard drain(engine());
+  VarHandle a = engine().NewVariable();
+  VarHandle b = engine().NewVariable();
+  OprHandle op = engine().NewOperator(
+      [&](RunContext, CallbackOnComplete cb) {
+        b_value += a_value;
+        cb();
+      },
+      {a}, {b});
+  long serial_a = 0, serial_b = 0;
+  for (int i = 1; i <= 40; ++i) {
+    engine().PushSync([&, i](RunContext) { a_value = i; }, Context::CPU(), {}, {a});
+    serial_a = i;
+    engine().Push(op, Context::CPU());
+    serial_b += serial_a;
+  }
+  engine().WaitForVar(b);
+  EXPECT_EQ(b_value, serial_b);
+  engine().DeleteOperator(op);
+}
+
+TEST_P(OperatorTest, OperatorReceivesThePushContextAndMayCompleteElsewhere) {
+  std::vector<Context> seen;  // plain, ordered by v
+  Completer completer;
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  OprHandle op = engine().NewOperator(
+      [&](RunContext r, CallbackOnComplete cb) {
+        seen.push_back(r.ctx);
+        completer.Post([cb] { cb(); });
+      },
+      {}, {v});
+  engine().Push(op, Context::CPU(0));
+  engine().Push(op, Context::CPU(1), 3);
+  engine().Push(op, Context::CPUPinned(0), -3, true);
+  engine().WaitForVar(v);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_TRUE(seen[0] == Context::CPU(0));
+  EXPECT_TRUE(seen[1] == Context::CPU(1));
+  EXPECT_TRUE(seen[2] == Context::CPUPinned(0));
+  engine().DeleteOperator(op);
+}
+
+TEST_P(OperatorTest, DeleteOperatorTakesEffectAfterItsPendingPushesFinish) {
+  std::atomic<int> runs{0};
+  auto sentinel = std::make_shared<int>(0);  // captured by the operator's closure
+  {
+    DrainGuard drain(engine());
+    VarHandle v = engine().NewVariable();
+    OprHandle op = engine().NewOperator(
+        [&runs, sentinel](RunContext, CallbackOnComplete cb) {
+          ++runs;
+          cb();
+        },
+        {}, {v});
+    Hold hold(engine(), {}, {v});
+    ASSERT_TRUE(hold.WaitStarted());
+    for (int i = 0; i < 3; ++i) engine().Push(op, Context::CPU());
+    engine().DeleteOperator(op);
+    EXPECT_THAT(MessageOf<std::logic_error>([&] { engine().Push(op, Context::CPU()); }),
+                HasSubstr("deleted"));
+    EXPECT_EQ(runs.load(), 0);
+    hold.Release();
+    engine().WaitForAll();
+    EXPECT_EQ(runs.load(), 3) << "DeleteOperator dropped pushes made before it";
+  }
+  engine_.reset();
+  EXPECT_EQ(sentinel.use_count(), 1) << "the deleted operator's closure was never destroyed";
+}
+
+TEST_P(OperatorTest, PushAfterDeleteOperatorIsRejectedWhileTheLastPushFinishes) {
+  // The rejected Push races with the operator's last pending push finishing
+  // on a worker (which frees the operator): the rejection must not read the
+  // freed operator, and its message names the operator or says it is gone.
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  for (int round = 0; round < 300; ++round) {
+    OprHandle op = engine().NewOperator([](RunContext, CallbackOnComplete cb) { cb(); }, {}, {v},
+                                        FnProperty::kNormal, "doomed_op");
+    engine().Push(op, Context::CPU());
+    engine().DeleteOperator(op);
+    const std::string message = MessageOf<std::logic_error>([&] { engine().Push(op, Context::CPU()); });
+    EXPECT_THAT(message, AnyOf(HasSubstr("'doomed_op'"), HasSubstr("deleted or belongs to another")))
+        << "round " << round;
+    engine().WaitForAll();
+  }
+}
+
+TEST_P(OperatorTest, OperatorsNeverDeletedAreFreedWithTheEngine) {
+  auto sentinel = std::make_shared<int>(0);
+  VarHandle v = engine().NewVariable();
+  OprHandle pushed = engine().NewOperator(
+      [sentinel](RunContext, CallbackOnComplete cb) { cb(); }, {}, {v});
+  engine().NewOperator([sentinel](RunContext, CallbackOnComplete cb) { cb(); }, {v}, {});
+  engine().Push(pushed, Context::CPU());
+  engine().WaitForAll();
+  engine_.reset();
+  EXPECT_EQ(sentinel.use_count(), 1) << "an operator's closure outlived its engine";
+}
+
+TEST_P(OperatorTest, FailingOperatorFailsItsWrittenVars) {
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  OprHandle op = engine().NewOperator(
+      [](RunContext, CallbackOnComplete cb) { cb(std::make_exception_ptr(std::runtime_error("op failed"))); },
+      {}, {v});
+  engine().Push(op, Context::CPU());
+  EXPECT_THAT(MessageOf<std::runtime_error>([&] { engine().WaitForVar(v); }), HasSubstr("op failed"));
+  engine().DeleteOperator(op);
+}
+
+TEST_P(OperatorTest, PushAllocatesNothingPerPush) {
+  if (!AllocationCountingAvailable()) {
+    GTEST_SKIP() << "sanitizer builds own operator new: allocations are counted in other builds";
+  }
+  // Rounds of kBatch pushes, each drained: after the warm-up rounds the
+  // engine's object pools hold enough blocks, so a steady program of pushes
+  // should allocate nothing.
+  constexpr int kBatch = 500;
+  constexpr int kWarmupRounds = 6;
+  constexpr int kRounds = 20;
+  long runs = 0;  // plain, ordered by v
+  VarHandle v = engine().NewVariable();
+  VarHandle r = engine().NewVariable();
+  VarHandle r2 = engine().NewVariable();
+  OprHandle op = engine().NewOperator(
+      [&](RunContext, CallbackOnComplete cb) {
+        ++runs;
+        cb();
+      },
+      {r, r2}, {v});
+  for (int round = 0; round < kWarmupRounds; ++round) {
+    for (int i = 0; i < kBatch; ++i) engine().Push(op, Context::CPU());
+    engine().WaitForAll();
+  }
+  long during_pushes = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    StartCountingAllocations();
+    for (int i = 0; i < kBatch; ++i) engine().Push(op, Context::CPU());
+    during_pushes += StopCountingAllocations();
+    engine().WaitForAll();
+  }
+  EXPECT_EQ(runs, static_cast<long>(kBatch) * (kWarmupRounds + kRounds));
+  // A closure or var list per push would show up as at least one allocation
+  // per push; an object pool growing now and then is allowed.
+  EXPECT_LT(during_pushes, kBatch * kRounds / 20)
+      << during_pushes << " allocations during " << kBatch * kRounds
+      << " pushes of a prebuilt operator";
+  engine().DeleteOperator(op);
+}
+
+DEPENGINE_INSTANTIATE_ALL_ENGINES(OperatorTest);
+
+}  // namespace
+}  // namespace depengine::test

@@ -1,0 +1,276 @@
+// Semantics point 1: two functions where one writes a var that the other
+// reads or writes run in push order; functions that only read a var share
+// it; everything else may run concurrently, and does on worker threads.
+//
+// Shared data touched by engine functions is plain (non-atomic) on purpose:
+// under ThreadSanitizer any missing ordering is a reported race.
+#include <atomic>
+#include <vector>
+
+#include "engine_fixture.h"
+
+namespace depengine::test {
+namespace {
+
+using ::testing::ElementsAreArray;
+
+class OrderingTest : public EngineTest {};
+
+// Counts the functions inside a critical region with a plain int (a race
+// under TSan if two overlap) and an atomic (caught in every build).
+struct OverlapProbe {
+  int inside_plain = 0;
+  std::atomic<int> inside{0};
+  std::atomic<int> max_inside{0};
+
+  void Enter() {
+    const int now = inside.fetch_add(1) + 1;
+    int seen = max_inside.load();
+    while (now > seen && !max_inside.compare_exchange_weak(seen, now)) {
+    }
+    ++inside_plain;
+  }
+  void Leave() {
+    --inside_plain;
+    inside.fetch_sub(1);
+  }
+};
+
+TEST_P(OrderingTest, WritersOfOneVarRunInPushOrderWithoutOverlap) {
+  constexpr int kN = 300;
+  std::vector<int> log;  // plain: written by every function
+  OverlapProbe probe;
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  for (int i = 0; i < kN; ++i) {
+    engine().PushSync(
+        [&, i](RunContext) {
+          probe.Enter();
+          log.push_back(i);
+          probe.Leave();
+        },
+        Context::CPU(), {}, {v});
+  }
+  engine().WaitForVar(v);
+  std::vector<int> expected(kN);
+  for (int i = 0; i < kN; ++i) expected[i] = i;
+  EXPECT_THAT(log, ElementsAreArray(expected));
+  EXPECT_EQ(probe.max_inside.load(), 1);
+}
+
+TEST_P(OrderingTest, WriterWaitsForEveryEarlierReaderAndReadersSeeEarlierWriter) {
+  constexpr int kReaders = 16;
+  int value = 0;                  // plain
+  int seen[kReaders] = {};        // plain: slot i written by reader i
+  bool reader_done[kReaders] = {};
+  int writer_saw_done = -1;
+  int writer_saw_value = -1;
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  engine().PushSync([&](RunContext) { value = 1; }, Context::CPU(), {}, {v});
+  for (int i = 0; i < kReaders; ++i) {
+    engine().PushSync(
+        [&, i](RunContext) {
+          seen[i] = value;
+          reader_done[i] = true;
+        },
+        Context::CPU(), {v}, {});
+  }
+  engine().PushSync(
+      [&](RunContext) {
+        int done = 0;
+        for (bool d : reader_done) done += d ? 1 : 0;
+        writer_saw_done = done;
+        value = 2;
+      },
+      Context::CPU(), {}, {v});
+  engine().PushSync([&](RunContext) { writer_saw_value = value; }, Context::CPU(), {v}, {});
+  engine().WaitForAll();
+  for (int i = 0; i < kReaders; ++i) EXPECT_EQ(seen[i], 1) << "reader " << i;
+  EXPECT_EQ(writer_saw_done, kReaders);
+  EXPECT_EQ(writer_saw_value, 2);
+}
+
+TEST_P(OrderingTest, ReadersShareAVarWhileAWriterWaitsForThemAll) {
+  Event second_reader_ran;
+  Event writer_ran;
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  Hold first_reader(engine(), {v}, {});
+  ASSERT_TRUE(first_reader.WaitStarted());
+  // A second reader does not wait for the first, still unfinished, one.
+  engine().PushSync([&](RunContext) { second_reader_ran.Notify(); }, Context::CPU(), {v}, {});
+  EXPECT_TRUE(second_reader_ran.WaitFor()) << "a reader waited for another reader of the same var";
+  // A writer waits for every reader before it.
+  engine().PushSync([&](RunContext) { writer_ran.Notify(); }, Context::CPU(), {}, {v});
+  ExpectQuiet(writer_ran, "a writer ran while an earlier reader of its var was unfinished");
+  first_reader.Release();
+  EXPECT_TRUE(writer_ran.WaitFor());
+}
+
+TEST_P(OrderingTest, ReaderWaitsForEarlierWriterAndLaterReadersWaitToo) {
+  Event reader_ran;
+  Event later_writer_ran;
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  Hold writer(engine(), {}, {v});
+  ASSERT_TRUE(writer.WaitStarted());
+  engine().PushSync([&](RunContext) { reader_ran.Notify(); }, Context::CPU(), {v}, {});
+  engine().PushSync([&](RunContext) { later_writer_ran.Notify(); }, Context::CPU(), {}, {v});
+  ExpectQuiet(reader_ran, "a reader ran while an earlier writer of its var was unfinished");
+  EXPECT_FALSE(later_writer_ran.IsSet());
+  writer.Release();
+  EXPECT_TRUE(reader_ran.WaitFor());
+  EXPECT_TRUE(later_writer_ran.WaitFor());
+}
+
+TEST_P(OrderingTest, FunctionWaitsForEachOfItsVarsAndSuccessorsWaitForIt) {
+  // f writes {a, b} while a is held, so f waits; g reads only b, which is
+  // free, yet must wait for f, pushed before it. h uses c only and must not
+  // wait at all.
+  std::vector<char> order;  // plain
+  Event h_ran;
+  DrainGuard drain(engine());
+  VarHandle a = engine().NewVariable();
+  VarHandle b = engine().NewVariable();
+  VarHandle c = engine().NewVariable();
+  Hold hold_a(engine(), {}, {a});
+  ASSERT_TRUE(hold_a.WaitStarted());
+  engine().PushSync([&](RunContext) { order.push_back('f'); }, Context::CPU(), {}, {a, b});
+  engine().PushSync([&](RunContext) { order.push_back('g'); }, Context::CPU(), {b}, {});
+  engine().PushSync([&](RunContext) { h_ran.Notify(); }, Context::CPU(), {}, {c});
+  // Work on an unrelated var is not held up by the blocked var.
+  EXPECT_TRUE(h_ran.WaitFor()) << "a function on an unrelated var waited for a held var";
+  hold_a.Release();
+  engine().WaitForAll();
+  EXPECT_THAT(order, ElementsAreArray({'f', 'g'}));
+}
+
+TEST_P(OrderingTest, InterleavedReadersAndWritersOnSeveralVarsFollowPushOrder) {
+  // A small fixed program over three vars; each function appends to a
+  // per-var history (plain), and the histories must equal the serial run.
+  constexpr int kVars = 3;
+  long value[kVars] = {1, 2, 3};  // plain
+  std::vector<long> history[kVars];
+  DrainGuard drain(engine());
+  VarHandle vars[kVars];
+  for (auto& v : vars) v = engine().NewVariable();
+  long serial[kVars] = {1, 2, 3};
+  std::vector<long> serial_history[kVars];
+  for (int step = 0; step < 60; ++step) {
+    const int w = step % kVars;
+    const int r = (step * 7 + 1) % kVars;
+    if (r == w) {
+      serial[w] = serial[w] * 3 + step;
+      serial_history[w].push_back(serial[w]);
+      engine().PushSync(
+          [&, w, step](RunContext) {
+            value[w] = value[w] * 3 + step;
+            history[w].push_back(value[w]);
+          },
+          Context::CPU(), {}, {vars[w]});
+    } else {
+      serial[w] = serial[w] + serial[r] * 2 + step;
+      serial_history[w].push_back(serial[w]);
+      engine().PushSync(
+          [&, w, r, step](RunContext) {
+            value[w] = value[w] + value[r] * 2 + step;
+            history[w].push_back(value[w]);
+          },
+          Context::CPU(), {vars[r]}, {vars[w]});
+    }
+  }
+  engine().WaitForAll();
+  for (int i = 0; i < kVars; ++i) {
+    EXPECT_EQ(value[i], serial[i]) << "var " << i;
+    EXPECT_EQ(history[i], serial_history[i]) << "var " << i;
+  }
+}
+
+TEST_P(OrderingTest, IndependentFunctionsRunConcurrently) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine runs one function at a time, by design";
+  // Two functions with disjoint vars (and a shared read var) must be running
+  // at the same moment: each waits for the other inside its body.
+  Context second_ctx = Context::CPU();
+  if (workers() < 2) {
+    if (kind() == EngineKind::kPooled) {
+      GTEST_SKIP() << "a pooled engine with 1 worker has one thread for normal work";
+    }
+    second_ctx = Context::CPU(1);  // per-device: CPU(1) has its own pool
+  }
+  Rendezvous meet(2);
+  std::atomic<int> met{0};
+  DrainGuard drain(engine());
+  VarHandle shared = engine().NewVariable();
+  VarHandle a = engine().NewVariable();
+  VarHandle b = engine().NewVariable();
+  engine().PushSync([&](RunContext) { met += meet.ArriveAndWait() ? 1 : 0; }, Context::CPU(),
+                    {shared}, {a});
+  engine().PushSync([&](RunContext) { met += meet.ArriveAndWait() ? 1 : 0; }, second_ctx, {shared},
+                    {b});
+  engine().WaitForAll();
+  EXPECT_EQ(met.load(), 2) << "independent functions did not run at the same time";
+}
+
+TEST_P(OrderingTest, ReadersOfOneVarRunConcurrently) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine runs one function at a time, by design";
+  if (workers() < 2) GTEST_SKIP() << "two readers need two workers of one pool to overlap";
+  Rendezvous meet(2);
+  std::atomic<int> met{0};
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  for (int i = 0; i < 2; ++i) {
+    engine().PushSync([&](RunContext) { met += meet.ArriveAndWait() ? 1 : 0; }, Context::CPU(),
+                      {v}, {});
+  }
+  engine().WaitForAll();
+  EXPECT_EQ(met.load(), 2) << "two readers of one var did not run at the same time";
+}
+
+TEST_P(OrderingTest, FunctionPushedFromInsideAFunctionRunsWhileItsParentStillRuns) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine runs one function at a time, by design";
+  if (workers() < 2) GTEST_SKIP() << "parent and child need two workers of one pool to overlap";
+  // The parent pushes an independent child and keeps working until the
+  // child has started. With an idle second worker the child must not wait
+  // for its parent to return.
+  Event child_started;
+  std::atomic<bool> parent_saw_child{false};
+  DrainGuard drain(engine());
+  VarHandle a = engine().NewVariable();
+  VarHandle b = engine().NewVariable();
+  engine().PushSync(
+      [&](RunContext) {
+        engine().PushSync([&](RunContext) { child_started.Notify(); }, Context::CPU(), {}, {b});
+        parent_saw_child = child_started.WaitFor();
+      },
+      Context::CPU(), {}, {a});
+  engine().WaitForAll();
+  EXPECT_TRUE(parent_saw_child.load())
+      << "a ready function pushed from inside a running function waited for that function to "
+         "return although another worker was idle";
+}
+
+TEST_P(OrderingTest, SuccessorsOfOneWriterAllRunAndEachSeesIt) {
+  // One writer makes many readers ready at once; with several workers they
+  // spread out, and each must see the write.
+  constexpr int kReaders = 64;
+  int value = 0;
+  int seen[kReaders] = {};
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  Hold hold(engine(), {}, {v});
+  ASSERT_TRUE(hold.WaitStarted());
+  engine().PushSync([&](RunContext) { value = 42; }, Context::CPU(), {}, {v});
+  for (int i = 0; i < kReaders; ++i) {
+    engine().PushSync(
+        [&, i](RunContext) { seen[i] = value; }, Context::CPU(), {v}, {});
+  }
+  hold.Release();
+  engine().WaitForAll();
+  for (int i = 0; i < kReaders; ++i) EXPECT_EQ(seen[i], 42) << "reader " << i;
+}
+
+DEPENGINE_INSTANTIATE_ALL_ENGINES(OrderingTest);
+
+}  // namespace
+}  // namespace depengine::test

@@ -1,0 +1,188 @@
+// Semantics point 4: WaitForVar(v) returns once every function pushed
+// before it that uses v has finished; WaitForAll once every function pushed
+// before it has. Both make what those functions wrote visible to the caller.
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "engine_fixture.h"
+
+namespace depengine::test {
+namespace {
+
+class WaitTest : public EngineTest {};
+
+TEST_P(WaitTest, WaitForVarSeesEveryEarlierWriterFinishedOnAnotherThread) {
+  constexpr int kWriters = 30;
+  int value = 0;  // plain: written by functions and by the completer thread
+  Completer completer;
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  for (int i = 0; i < kWriters; ++i) {
+    engine().PushAsync(
+        [&](RunContext, CallbackOnComplete cb) {
+          completer.Post([&, cb] {
+            ++value;
+            cb();
+          });
+        },
+        Context::CPU(), {}, {v});
+  }
+  engine().WaitForVar(v);
+  EXPECT_EQ(value, kWriters);
+}
+
+TEST_P(WaitTest, WaitForVarWaitsForAnEarlierReader) {
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  Hold reader(engine(), {v}, {});
+  ASSERT_TRUE(reader.WaitStarted());
+  Event returned;
+  std::atomic<bool> released{false};
+  std::atomic<bool> returned_before_release{false};
+  std::thread waiter([&] {
+    engine().WaitForVar(v);
+    returned_before_release = !released.load();
+    returned.Notify();
+  });
+  ExpectQuiet(returned, "WaitForVar returned while an earlier reader of the var was unfinished");
+  released = true;
+  reader.Release();
+  EXPECT_TRUE(returned.WaitFor());
+  waiter.join();
+  EXPECT_FALSE(returned_before_release.load());
+}
+
+TEST_P(WaitTest, WaitForVarWaitsForAnEarlierWriter) {
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  Hold writer(engine(), {}, {v});
+  ASSERT_TRUE(writer.WaitStarted());
+  Event returned;
+  std::thread waiter([&] {
+    engine().WaitForVar(v);
+    returned.Notify();
+  });
+  ExpectQuiet(returned, "WaitForVar returned while an earlier writer of the var was unfinished");
+  writer.Release();
+  EXPECT_TRUE(returned.WaitFor());
+  waiter.join();
+}
+
+TEST_P(WaitTest, WaitForVarWaitsForAnEarlierReaderThatIsBlockedOnAnotherVar) {
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  VarHandle u = engine().NewVariable();
+  Hold hold_u(engine(), {}, {u});
+  ASSERT_TRUE(hold_u.WaitStarted());
+  // Reads v, writes u: queued behind the hold on u, so v stays in use.
+  engine().PushSync([&](RunContext) {}, Context::CPU(), {v}, {u});
+  Event returned;
+  std::thread waiter([&] {
+    engine().WaitForVar(v);
+    returned.Notify();
+  });
+  ExpectQuiet(returned, "WaitForVar(v) returned while an earlier user of v had not run yet");
+  hold_u.Release();
+  EXPECT_TRUE(returned.WaitFor());
+  waiter.join();
+}
+
+TEST_P(WaitTest, WaitForVarDoesNotWaitForFunctionsOnOtherVars) {
+  int value = 0;
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  VarHandle u = engine().NewVariable();
+  Hold hold_u(engine(), {}, {u});
+  ASSERT_TRUE(hold_u.WaitStarted());
+  engine().PushSync([&](RunContext) {}, Context::CPU(), {}, {u});  // queued behind the hold
+  engine().PushSync([&](RunContext) { value = 6; }, Context::CPU(), {}, {v});
+  Event returned;
+  std::thread waiter([&] {
+    engine().WaitForVar(v);
+    returned.Notify();
+  });
+  EXPECT_TRUE(returned.WaitFor()) << "WaitForVar(v) waited for functions that do not use v";
+  hold_u.Release();  // before joining, so that a failure above cannot hang the test
+  waiter.join();
+  EXPECT_EQ(value, 6);
+}
+
+TEST_P(WaitTest, WaitForAllWaitsForEveryEarlierFunction) {
+  constexpr int kVars = 4;
+  int value[kVars] = {};
+  DrainGuard drain(engine());
+  VarHandle vars[kVars];
+  for (auto& v : vars) v = engine().NewVariable();
+  std::vector<std::unique_ptr<Hold>> holds;
+  for (int i = 0; i < kVars; ++i) {
+    holds.push_back(std::make_unique<Hold>(engine(), std::vector<VarHandle>{},
+                                           std::vector<VarHandle>{vars[i]}));
+    engine().PushSync([&, i](RunContext) { value[i] = i + 1; }, Context::CPU(), {}, {vars[i]});
+  }
+  Event returned;
+  std::thread waiter([&] {
+    engine().WaitForAll();
+    returned.Notify();
+  });
+  for (int i = 0; i < kVars; ++i) {
+    ExpectQuiet(returned, "WaitForAll returned while an earlier function was unfinished");
+    holds[i]->Release();
+  }
+  EXPECT_TRUE(returned.WaitFor());
+  waiter.join();
+  for (int i = 0; i < kVars; ++i) EXPECT_EQ(value[i], i + 1);
+}
+
+TEST_P(WaitTest, WaitForAllSeesWorkOfFunctionsWithoutVars) {
+  constexpr int kN = 200;
+  std::vector<int> slots(kN, 0);  // slot i written by function i only
+  DrainGuard drain(engine());
+  for (int i = 0; i < kN; ++i) {
+    engine().PushSync([&, i](RunContext) { slots[i] = i; }, Context::CPU(), {}, {});
+  }
+  engine().WaitForAll();
+  for (int i = 0; i < kN; ++i) ASSERT_EQ(slots[i], i);
+}
+
+TEST_P(WaitTest, WaitsWithNothingPendingReturnAtOnce) {
+  VarHandle v = engine().NewVariable();
+  engine().WaitForVar(v);
+  engine().WaitForAll();
+  engine().WaitForAll();
+  int value = 0;
+  engine().PushSync([&](RunContext) { value = 1; }, Context::CPU(), {}, {v});
+  engine().WaitForVar(v);
+  engine().WaitForVar(v);
+  EXPECT_EQ(value, 1);
+}
+
+TEST_P(WaitTest, SeveralThreadsWaitForOneHeldVar) {
+  constexpr int kWaiters = 4;
+  int value = 0;
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  Hold writer(engine(), {}, {v});
+  ASSERT_TRUE(writer.WaitStarted());
+  engine().PushSync([&](RunContext) { value = 9; }, Context::CPU(), {}, {v});
+  Counter returned;
+  std::atomic<int> saw_value{0};
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.emplace_back([&] {
+      engine().WaitForVar(v);
+      saw_value += value == 9 ? 1 : 0;
+      returned.Add();
+    });
+  }
+  EXPECT_FALSE(returned.WaitAtLeast(1, kQuiet)) << "a waiter returned while the var was held";
+  writer.Release();
+  EXPECT_TRUE(returned.WaitAtLeast(kWaiters));
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(saw_value.load(), kWaiters);
+}
+
+DEPENGINE_INSTANTIATE_ALL_ENGINES(WaitTest);
+
+}  // namespace
+}  // namespace depengine::test
