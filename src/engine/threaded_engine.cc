@@ -41,7 +41,6 @@ std::string Named(const char* call, const std::string& what) {
   return std::string(call) + ": " + what;
 }
 
-std::string OprName(const Opr* op) { return op->name != nullptr ? op->name : "<unnamed>"; }
 
 }  // namespace
 
