@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Shared by the scripts in tools/ci: package checks, configure/build/test
+# helpers and timing. Source it; do not run it.
+#
+# Environment:
+#   DEPENGINE_CI_JOBS   parallel build and test jobs (default 2: the CI machine)
+#   DEPENGINE_CI_FRESH  1 = delete the build directory first
+
+set -euo pipefail
+
+DEPENGINE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+JOBS=${DEPENGINE_CI_JOBS:-2}
+
+# ci_log MESSAGE: a timestamped line on stderr.
+ci_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# ensure_packages PKG...: installs the Debian packages that are missing, as
+# root with apt-get; otherwise prints the command to run and fails.
+ensure_packages() {
+  if ! command -v dpkg-query >/dev/null 2>&1; then
+    ci_log "not a Debian system: make sure these are installed: $*"
+    return 0
+  fi
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  local cmd="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y ${missing[*]}"
+  if [[ $(id -u) -eq 0 ]]; then
+    ci_log "installing ${missing[*]}"
+    bash -c "$cmd" >/dev/null
+  else
+    echo "missing packages; run as root:" >&2
+    echo "  $cmd" >&2
+    exit 1
+  fi
+}
+
+# The packages every build here needs (clang for the sanitizer, analysis and
+# fuzz builds; libclang-rt-14-dev holds the sanitizer and libFuzzer runtimes).
+BASE_PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev)
+
+# configure DIR CMAKE_ARGS...: configures DIR with Ninja (fresh when
+# DEPENGINE_CI_FRESH=1).
+configure() {
+  local dir=$1
+  shift
+  if [[ "${DEPENGINE_CI_FRESH:-0}" == 1 ]]; then rm -rf "$dir"; fi
+  cmake -S "$DEPENGINE_ROOT" -B "$dir" -G Ninja "$@" >"$dir.configure.log" 2>&1 || {
+    cat "$dir.configure.log" >&2
+    return 1
+  }
+}
+
+# build DIR [TARGET...]
+build() {
+  local dir=$1
+  shift
+  local targets=()
+  for t in "$@"; do targets+=(--target "$t"); done
+  cmake --build "$dir" -j "$JOBS" "${targets[@]}"
+}
+
+# build_keep_going DIR: builds everything it can (ninja -k 0), so that one
+# target that fails to build does not hide the results of all the others.
+# Fails when any target failed.
+build_keep_going() {
+  local dir=$1
+  cmake --build "$dir" -j "$JOBS" -- -k 0
+}
+
+# run_ctest DIR CTEST_ARGS...: the whole suite, in parallel, printing the
+# output of failed tests.
+run_ctest() {
+  local dir=$1
+  shift
+  (cd "$dir" && ctest -j "$JOBS" --output-on-failure --timeout 600 "$@")
+}
+
+# Phase timing: phase_start NAME ... phase_end; phase_report prints all.
+PHASES=()
+phase_start() { PHASE_NAME=$1; PHASE_T0=$SECONDS; ci_log "== $1"; }
+phase_end() {
+  local dt=$((SECONDS - PHASE_T0))
+  PHASES+=("$(printf '%-44s %5d s' "$PHASE_NAME" "$dt")")
+  ci_log "== $PHASE_NAME: ${dt} s"
+}
+phase_report() {
+  echo "---- timings ----"
+  printf '%s\n' "${PHASES[@]}"
+}

@@ -1,0 +1,367 @@
+// depengine_stress: stress and soak programs (not unit tests). Each checks
+// its results and prints its figures; exit status 1 when a check fails.
+//
+//   depengine_stress throughput [--functions 10000000] [--vars 100000]
+//       random functions (1-2 reads, 1 write) over many vars, values checked
+//       against the serial run; ns per function, peak RSS
+//   depengine_stress live-vars [--vars 1000000]
+//       a million live vars, each used once; bytes per var
+//   depengine_stress pending [--functions 1000000]
+//       a million functions pending behind one blocked var; bytes per
+//       pending function, drain time
+//   depengine_stress cycles [--cycles 50] [--functions 1000000] [--vars 1000]
+//       the same work again and again; resident memory after cycle 5 and
+//       after the last cycle must not grow
+//   depengine_stress all [--short]
+//       all four, full size or the short CI size
+// Common flags: --engine naive|pooled|perdevice (default perdevice),
+// --workers N (default 2).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "depengine/engine.h"
+
+namespace {
+
+using namespace depengine;
+using Clock = std::chrono::steady_clock;
+
+// ---------------------------------------------------------------- measurements
+
+// Resident set size now, in bytes (/proc/self/statm).
+std::size_t RssBytes() {
+  std::ifstream in("/proc/self/statm");
+  std::size_t pages_total = 0, pages_resident = 0;
+  in >> pages_total >> pages_resident;
+  return pages_resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// Peak resident set size, in bytes (VmHWM in /proc/self/status).
+std::size_t PeakRssBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+  }
+  return 0;
+}
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+double MiB(std::size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+std::uint64_t Mix(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t z = a + 0x9e3779b97f4a7c15ull + (b << 6) + (b >> 2);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+struct Config {
+  EngineKind kind = EngineKind::kPerDevice;
+  int workers = 2;
+  std::map<std::string, long> flags;  // --functions, --vars, --cycles
+  bool short_run = false;
+
+  long Get(const char* name, long full, long short_value) const {
+    auto it = flags.find(name);
+    if (it != flags.end()) return it->second;
+    return short_run ? short_value : full;
+  }
+  std::unique_ptr<Engine> MakeEngine(std::size_t max_in_flight = 0) const {
+    EngineOptions o;
+    o.kind = kind;
+    o.cpu_worker_threads = workers;
+    o.max_in_flight = max_in_flight;
+    return CreateEngine(o);
+  }
+};
+
+bool Check(bool ok, const char* what) {
+  if (!ok) std::printf("  CHECK FAILED: %s\n", what);
+  return ok;
+}
+
+// Holds one var busy until Release(): an async writer whose callback waits.
+class Blocker {
+ public:
+  Blocker(Engine* e, VarHandle v) {
+    e->PushAsync(
+        [this](RunContext, CallbackOnComplete cb) {
+          std::lock_guard<std::mutex> lock(mu_);
+          cb_ = cb;
+          started_ = true;
+          cv_.notify_all();
+        },
+        Context::CPU(), {}, {v});
+  }
+  void Release() {
+    CallbackOnComplete cb;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return started_; });
+      cb = cb_;
+    }
+    cb();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  CallbackOnComplete cb_;
+  bool started_ = false;
+};
+
+// ---------------------------------------------------------------- programs
+
+// Random functions over many vars; the values are checked against the
+// serial run computed while pushing.
+bool Throughput(const Config& c) {
+  const long n = c.Get("functions", 10'000'000, 500'000);
+  const long nvars = c.Get("vars", 100'000, 10'000);
+  std::printf("throughput: %ld functions over %ld vars (%s, %d workers)\n", n, nvars,
+              EngineKindName(c.kind), c.workers);
+  // Backpressure keeps memory bounded while the pusher runs ahead.
+  auto engine = c.MakeEngine(1 << 20);
+  std::vector<VarHandle> vars(static_cast<std::size_t>(nvars));
+  for (auto& v : vars) v = engine->NewVariable();
+  std::vector<std::uint64_t> value(static_cast<std::size_t>(nvars), 0);  // plain on purpose
+  std::vector<std::uint64_t> expect(static_cast<std::size_t>(nvars), 0);
+  std::mt19937_64 rng(42);
+  const auto t0 = Clock::now();
+  for (long i = 0; i < n; ++i) {
+    const auto w = static_cast<std::size_t>(rng() % static_cast<std::uint64_t>(nvars));
+    auto r = static_cast<std::size_t>(rng() % static_cast<std::uint64_t>(nvars));
+    if (r == w) r = (r + 1) % static_cast<std::size_t>(nvars);
+    const auto k = static_cast<std::uint64_t>(i);
+    engine->PushSync([&value, w, r, k](RunContext) { value[w] = Mix(value[w], value[r] ^ k); },
+                     Context::CPU(), {vars[r]}, {vars[w]});
+    expect[w] = Mix(expect[w], expect[r] ^ k);
+  }
+  engine->WaitForAll();
+  const double secs = Seconds(t0);
+  bool ok = Check(value == expect, "final values equal the serial run");
+  for (auto v : vars) engine->DeleteVariable(nullptr, Context::CPU(), v);
+  engine->WaitForAll();
+  engine.reset();
+  std::printf("  %.1f s, %.0f ns per function, peak RSS %.1f MiB%s\n", secs,
+              secs * 1e9 / static_cast<double>(n), MiB(PeakRssBytes()), ok ? "" : "  FAILED");
+  return ok;
+}
+
+// A million live vars, each used by one function.
+bool LiveVars(const Config& c) {
+  const long n = c.Get("vars", 1'000'000, 100'000);
+  std::printf("live-vars: %ld live vars (%s)\n", n, EngineKindName(c.kind));
+  auto engine = c.MakeEngine();
+  const std::size_t rss0 = RssBytes();
+  std::vector<VarHandle> vars;
+  vars.reserve(static_cast<std::size_t>(n));
+  const std::size_t rss_vec = RssBytes();
+  const auto t0 = Clock::now();
+  for (long i = 0; i < n; ++i) vars.push_back(engine->NewVariable());
+  const double create_s = Seconds(t0);
+  const std::size_t rss1 = RssBytes();
+  std::atomic<long> ran{0};
+  for (auto v : vars) engine->PushSync([&ran](RunContext) { ran++; }, Context::CPU(), {}, {v});
+  engine->WaitForAll();
+  const std::size_t rss2 = RssBytes();
+  bool ok = Check(ran.load() == n, "one function per var ran");
+  const auto t1 = Clock::now();
+  for (auto v : vars) engine->DeleteVariable(nullptr, Context::CPU(), v);
+  engine->WaitForAll();
+  const double delete_s = Seconds(t1);
+  const std::size_t rss3 = RssBytes();
+  engine.reset();
+  (void)rss0;
+  std::printf("  %.0f bytes per live var (RSS +%.1f MiB for %ld vars), created in %.2f s, "
+              "used: RSS +%.1f MiB more, deleted in %.2f s, RSS after deleting %.1f MiB%s\n",
+              static_cast<double>(rss1 - rss_vec) / static_cast<double>(n), MiB(rss1 - rss_vec), n,
+              create_s, MiB(rss2 > rss1 ? rss2 - rss1 : 0), delete_s, MiB(rss3),
+              ok ? "" : "  FAILED");
+  return ok;
+}
+
+// A million functions pending behind one blocked var.
+bool Pending(const Config& c) {
+  const long n = c.Get("functions", 1'000'000, 100'000);
+  std::printf("pending: %ld functions behind one blocked var (%s)\n", n, EngineKindName(c.kind));
+  auto engine = c.MakeEngine();
+  VarHandle v = engine->NewVariable();
+  // Warm up the engine's pools and threads so that they are not counted.
+  for (int i = 0; i < 1000; ++i) engine->PushSync([](RunContext) {}, Context::CPU(), {}, {v});
+  engine->WaitForAll();
+  Blocker blocker(engine.get(), v);
+  long counter = 0;  // plain: the functions form one chain on v
+  const std::size_t rss0 = RssBytes();
+  const auto t0 = Clock::now();
+  for (long i = 0; i < n; ++i) {
+    engine->PushSync([&counter](RunContext) { ++counter; }, Context::CPU(), {}, {v});
+  }
+  const double push_s = Seconds(t0);
+  const std::size_t rss1 = RssBytes();
+  const auto t1 = Clock::now();
+  blocker.Release();
+  engine->WaitForAll();
+  const double drain_s = Seconds(t1);
+  bool ok = Check(counter == n, "every pending function ran once, in order");
+  engine->DeleteVariable(nullptr, Context::CPU(), v);
+  engine->WaitForAll();
+  engine.reset();
+  std::printf("  %.0f bytes per pending function (RSS +%.1f MiB), pushed in %.2f s "
+              "(%.0f ns each), drained in %.2f s%s\n",
+              static_cast<double>(rss1 - rss0) / static_cast<double>(n), MiB(rss1 - rss0), push_s,
+              push_s * 1e9 / static_cast<double>(n), drain_s, ok ? "" : "  FAILED");
+  return ok;
+}
+
+// The same work, cycle after cycle: memory must not grow.
+bool Cycles(const Config& c) {
+  const long cycles = c.Get("cycles", 50, 12);
+  const long n = c.Get("functions", 1'000'000, 100'000);
+  const long nvars = c.Get("vars", 1000, 1000);
+  std::printf("cycles: %ld cycles of %ld functions over %ld vars (%s)\n", cycles, n, nvars,
+              EngineKindName(c.kind));
+  // The engine keeps its blocks in pools that never shrink, so resident
+  // memory follows the most functions ever in flight. Bound that
+  // (max_in_flight) and reach the bound once before measuring: any growth
+  // after that is a leak, not a scheduling accident.
+  constexpr std::size_t kInFlight = 1 << 16;
+  auto engine = c.MakeEngine(kInFlight);
+  std::vector<VarHandle> vars(static_cast<std::size_t>(nvars));
+  for (auto& v : vars) v = engine->NewVariable();
+  {
+    Blocker blocker(engine.get(), vars[0]);
+    for (std::size_t i = 0; i + 1 < kInFlight; ++i) {
+      engine->PushSync([](RunContext) {}, Context::CPU(), {}, {vars[0]});
+    }
+    blocker.Release();
+    engine->WaitForAll();
+  }
+  std::vector<std::uint64_t> value(static_cast<std::size_t>(nvars), 0);
+  std::vector<std::uint64_t> expect(static_cast<std::size_t>(nvars), 0);
+  std::mt19937_64 rng(7);
+  std::size_t rss5 = 0, rss_last = 0;
+  bool ok = true;
+  const auto t0 = Clock::now();
+  for (long cycle = 1; cycle <= cycles; ++cycle) {
+    for (long i = 0; i < n; ++i) {
+      const auto w = static_cast<std::size_t>(rng() % static_cast<std::uint64_t>(nvars));
+      const auto r = static_cast<std::size_t>(rng() % static_cast<std::uint64_t>(nvars));
+      const auto k = static_cast<std::uint64_t>(i);
+      if (r == w) {
+        engine->PushSync([&value, w, k](RunContext) { value[w] = Mix(value[w], k); },
+                         Context::CPU(), {}, {vars[w]});
+        expect[w] = Mix(expect[w], k);
+      } else {
+        engine->PushSync([&value, w, r, k](RunContext) { value[w] = Mix(value[w], value[r] ^ k); },
+                         Context::CPU(), {vars[r]}, {vars[w]});
+        expect[w] = Mix(expect[w], expect[r] ^ k);
+      }
+    }
+    // Some churn: an operator made, pushed and deleted.
+    OprHandle op = engine->NewOperator([](RunContext, CallbackOnComplete cb) { cb(); }, {},
+                                       {vars[0]});
+    for (int i = 0; i < 100; ++i) engine->Push(op, Context::CPU());
+    engine->DeleteOperator(op);
+    engine->WaitForAll();
+    if (!Check(value == expect, "values equal the serial run")) {
+      ok = false;
+      break;
+    }
+    // More churn, with nothing in flight: a var replaced every cycle.
+    const auto slot = static_cast<std::size_t>(cycle % nvars);
+    engine->DeleteVariable(nullptr, Context::CPU(), vars[slot]);
+    vars[slot] = engine->NewVariable();
+    value[slot] = expect[slot] = 0;
+    const std::size_t rss = RssBytes();
+    if (cycle == 5) rss5 = rss;
+    rss_last = rss;
+    if (cycle == 1 || cycle == 5 || cycle == cycles || cycle % 10 == 0) {
+      std::printf("  after cycle %ld: RSS %.1f MiB (%.1f s)\n", cycle, MiB(rss), Seconds(t0));
+      std::fflush(stdout);
+    }
+  }
+  for (auto v : vars) engine->DeleteVariable(nullptr, Context::CPU(), v);
+  engine->WaitForAll();
+  engine.reset();
+  if (ok && cycles >= 5) {
+    // Allow allocator noise (2% or 2 MiB), no more.
+    const double limit = static_cast<double>(rss5) * 1.02 + 2.0 * 1024 * 1024;
+    ok = Check(static_cast<double>(rss_last) <= limit, "resident memory does not grow");
+    std::printf("  RSS after cycle 5: %.1f MiB, after cycle %ld: %.1f MiB (%+.1f%%)%s\n",
+                MiB(rss5), cycles, MiB(rss_last),
+                100.0 * (static_cast<double>(rss_last) - static_cast<double>(rss5)) /
+                    static_cast<double>(rss5),
+                ok ? "" : "  FAILED");
+  }
+  return ok;
+}
+
+int Usage() {
+  std::fprintf(stderr,
+               "usage: depengine_stress throughput|live-vars|pending|cycles|all [--short]\n"
+               "         [--engine naive|pooled|perdevice] [--workers N]\n"
+               "         [--functions N] [--vars N] [--cycles N]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return Usage();
+  const std::string mode = argv[1];
+  Config c;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--short") {
+      c.short_run = true;
+    } else if (a == "--engine" && i + 1 < argc) {
+      const std::string k = argv[++i];
+      if (k == "naive") {
+        c.kind = EngineKind::kNaive;
+      } else if (k == "pooled") {
+        c.kind = EngineKind::kPooled;
+      } else if (k == "perdevice") {
+        c.kind = EngineKind::kPerDevice;
+      } else {
+        return Usage();
+      }
+    } else if (a == "--workers" && i + 1 < argc) {
+      c.workers = std::atoi(argv[++i]);
+    } else if (a.rfind("--", 0) == 0 && i + 1 < argc) {
+      c.flags[a.substr(2)] = std::atol(argv[++i]);
+    } else {
+      return Usage();
+    }
+  }
+  std::vector<std::pair<std::string, std::function<bool(const Config&)>>> programs = {
+      {"throughput", Throughput}, {"live-vars", LiveVars}, {"pending", Pending}, {"cycles", Cycles}};
+  int passed = 0, failed = 0;
+  for (auto& [name, fn] : programs) {
+    if (mode != "all" && mode != name) continue;
+    (fn(c) ? passed : failed) += 1;
+    std::fflush(stdout);
+  }
+  if (passed + failed == 0) return Usage();
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
