@@ -73,6 +73,19 @@ thread_local void* tls_worker_raw = nullptr;  // ThreadedEngine::WorkerTls*
 // would wait for the body to return while another worker may be idle.
 thread_local bool tls_may_continue = false;
 
+// The async function this thread is running, while its body runs. A
+// callback called from inside the body (the common case: NewOperator on a
+// synchronous body) only records the completion here; Execute completes the
+// block once the body returns, as for a sync function: one atomic less, and
+// the successor may run next on this worker.
+struct InlineCompletion {
+  const OprBlock* block;
+  std::uint32_t ticket;
+  bool claimed = false;
+  std::exception_ptr error;
+};
+thread_local InlineCompletion* tls_inline_completion = nullptr;
+
 class ContinuationGate {
  public:
   ContinuationGate() : saved_(tls_may_continue) { tls_may_continue = false; }
@@ -591,9 +604,13 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
   const AsyncFn& async = b->prebuilt != nullptr ? b->prebuilt->async_fn : *b->async_fn();
   b->finish_refs.store(2, std::memory_order_relaxed);
   const std::uint32_t ticket = b->ticket.fetch_add(1, std::memory_order_acq_rel) + 1;
+  InlineCompletion inline_completion{b, ticket, false, nullptr};
+  InlineCompletion* const outer = tls_inline_completion;
+  tls_inline_completion = &inline_completion;
   try {
     async(rctx, MakeCallback(b, ticket));
   } catch (...) {
+    tls_inline_completion = outer;
     std::exception_ptr error = std::current_exception();
     std::uint32_t expected = ticket;
     if (b->ticket.compare_exchange_strong(expected, ticket + 1, std::memory_order_acq_rel)) {
@@ -603,6 +620,14 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
       RecordFailure(error);  // thrown after its callback: only WaitForAll can report it
     }
   }
+  tls_inline_completion = outer;
+  if (inline_completion.claimed) {
+    // Nobody else holds the block: the callback only recorded the finish.
+    b->finish_refs.store(1, std::memory_order_relaxed);
+    FailurePtr failure = inline_completion.error ? RecordFailure(inline_completion.error) : nullptr;
+    ContinuationGate::Completing([&] { Complete(b, failure); });
+    return;
+  }
   ReleaseExecution(b);
 }
 
@@ -611,6 +636,13 @@ void ThreadedEngine::CompleteCallback(void* param, std::uint64_t ticket, std::ex
   auto expected = static_cast<std::uint32_t>(ticket);
   if (!b->ticket.compare_exchange_strong(expected, expected + 1, std::memory_order_acq_rel)) {
     throw std::logic_error("CallbackOnComplete: callback called a second time");
+  }
+  InlineCompletion* running = tls_inline_completion;
+  if (running != nullptr && running->block == b &&
+      running->ticket == static_cast<std::uint32_t>(ticket)) {
+    running->claimed = true;  // called from inside its own body: Execute completes it
+    running->error = std::move(error);
+    return;
   }
   Complete(b, error ? RecordFailure(error) : nullptr);
 }
