@@ -47,8 +47,9 @@ configure() {
   local dir=$1
   shift
   if [[ "${DEPENGINE_CI_FRESH:-0}" == 1 ]]; then rm -rf "$dir"; fi
-  cmake -S "$DEPENGINE_ROOT" -B "$dir" -G Ninja "$@" >"$dir.configure.log" 2>&1 || {
-    cat "$dir.configure.log" >&2
+  mkdir -p "$dir"
+  cmake -S "$DEPENGINE_ROOT" -B "$dir" -G Ninja "$@" >"$dir/configure.log" 2>&1 || {
+    cat "$dir/configure.log" >&2
     return 1
   }
 }

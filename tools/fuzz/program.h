@@ -44,7 +44,7 @@ struct RunOptions {
   bool allow_destroy_in_flight = true;
   // Check that WaitForVar(v) returns only after earlier functions that read
   // v finished (and that they were skipped when v failed). Off only to look
-  // for other bugs while bug 3 of docs/reliability.md is open: the runner
+  // for other bugs while bug 3 of docs/reliability.md was open: the runner
   // then pushes a no-op writer of v before each WaitForVar(v).
   bool check_wait_for_readers = true;
 };
