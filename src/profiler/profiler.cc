@@ -204,7 +204,7 @@ void Profiler::MarkStart(ProfileRecord* r, std::int64_t pending, const char* que
   if (r->ready_ns == 0) r->ready_ns = r->start_ns;
   r->row = RowOfThisThread();
   r->pending_at_start = pending;
-  r->queue_name = queue_name;
+  if (queue_name != nullptr) r->queue_name = queue_name;
   r->queue_depth_at_start = queue_depth;
 }
 
@@ -275,9 +275,8 @@ void Profiler::WriteTrace(const std::string& path) {
     emit("{\"ph\":\"C\",\"pid\":1,\"name\":\"pending functions\",\"ts\":" +
          Us(r->start_ns - origin_ns_) +
          ",\"args\":{\"pending\":" + std::to_string(r->pending_at_start) + "}}");
-    if (r->queue_name != nullptr && r->queue_depth_at_start >= 0) {
-      emit("{\"ph\":\"C\",\"pid\":1,\"name\":" +
-           JsonString(std::string("queue depth ") + r->queue_name) +
+    if (!r->queue_name.empty() && r->queue_depth_at_start >= 0) {
+      emit("{\"ph\":\"C\",\"pid\":1,\"name\":" + JsonString("queue depth " + r->queue_name) +
            ",\"ts\":" + Us(r->start_ns - origin_ns_) +
            ",\"args\":{\"depth\":" + std::to_string(r->queue_depth_at_start) + "}}");
     }

@@ -38,7 +38,9 @@ struct ProfileRecord {
   int row = -1;  // the thread row it ran on
   std::int64_t pending_at_start = 0;
   std::int64_t queue_depth_at_start = -1;  // -1: ran inline, no queue
-  const char* queue_name = nullptr;
+  // A copy: the pool (and its name) may be gone when the trace is written
+  // (DEPENGINE_PROFILE writes it after the pools are joined).
+  std::string queue_name;
   bool failed = false;   // raised an error
   bool skipped = false;  // not run: a var it uses had failed
   // (released block's seq, var id) for the blocks this one made ready.
