@@ -6,6 +6,8 @@
 #include <set>
 #include <utility>
 
+#include "common/json_string.h"
+
 namespace depengine::bench {
 namespace {
 
@@ -28,21 +30,6 @@ std::string Grouped(std::size_t n) {
 
 std::string NanosCell(double ns) { return Format(ns < 100 ? "%.1f" : "%.0f", ns); }
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += Format("\\u%04x", static_cast<unsigned char>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 std::string JsonNumber(double v) { return Format("%.6g", v); }
 
 }  // namespace
@@ -60,12 +47,12 @@ double ReportRow::MedianEfficiency() const {
 }
 
 bool AllPassed(const std::vector<ReportRow>& rows) {
-  return std::all_of(rows.begin(), rows.end(), [](const ReportRow& r) {
-    return r.ok && (!r.has_memory || r.memory.ok);
-  });
+  return std::all_of(rows.begin(), rows.end(),
+                     [](const ReportRow& r) { return r.ok && (!r.has_memory || r.memory.ok); });
 }
 
-void PrintMarkdown(std::ostream& out, const ReportSettings& settings, const std::vector<ReportRow>& rows) {
+void PrintMarkdown(std::ostream& out, const ReportSettings& settings,
+                   const std::vector<ReportRow>& rows) {
   out << "depengine-bench: " << settings.workers << " worker thread(s) per engine, "
       << settings.hardware_threads << " hardware thread(s), median of " << settings.reps
       << " after 1 warm-up, n-scale " << settings.n_scale << "\n\n";
@@ -92,8 +79,9 @@ void PrintMarkdown(std::ostream& out, const ReportSettings& settings, const std:
         if (r.has_pending_memory) pending = Format("%.0f", r.memory.bytes_per_pending_op);
       }
     }
-    out << "| " << r.title << " | " << r.engine << " | " << Grouped(r.ops) << " | " << median << " | "
-        << min << " | " << max << " | " << efficiency << " | " << peak << " | " << pending << " |\n";
+    out << "| " << r.title << " | " << r.engine << " | " << Grouped(r.ops) << " | " << median
+        << " | " << min << " | " << max << " | " << efficiency << " | " << peak << " | " << pending
+        << " |\n";
   }
 
   out << "\nNotes:\n";
@@ -112,8 +100,10 @@ void PrintMarkdown(std::ostream& out, const ReportSettings& settings, const std:
     out << "- W4's DAG: critical path " << Grouped(critical_path) << " of " << Grouped(ops)
         << " ops; the best efficiency any schedule reaches is";
     for (int p : parallelisms) {
-      const double bound = std::min(1.0, static_cast<double>(ops) / (static_cast<double>(p) * critical_path));
-      out << " " << Format("%.2f", bound) << " with P = " << p << (p == *parallelisms.rbegin() ? "" : ",");
+      const double bound =
+          std::min(1.0, static_cast<double>(ops) / (static_cast<double>(p) * critical_path));
+      out << " " << Format("%.2f", bound) << " with P = " << p
+          << (p == *parallelisms.rbegin() ? "" : ",");
     }
     out << ".\n";
   }
@@ -122,7 +112,8 @@ void PrintMarkdown(std::ostream& out, const ReportSettings& settings, const std:
   for (const ReportRow& r : rows) {
     if (!r.ok) out << "- FAILED " << r.title << " on " << r.engine << ": " << r.error << "\n";
     if (r.has_memory && !r.memory.ok) {
-      out << "- FAILED memory of " << r.title << " on " << r.engine << ": " << r.memory.error << "\n";
+      out << "- FAILED memory of " << r.title << " on " << r.engine << ": " << r.memory.error
+          << "\n";
     }
   }
 }
@@ -145,9 +136,11 @@ bool WriteJson(const std::string& path, const ReportSettings& settings,
     if (!r.ok) out << ", \"error\": " << JsonString(r.error);
     if (r.ok && r.HasTiming()) {
       const Summary ns = r.NanosPerOp();
-      out << ", \"ns_per_op\": {\"median\": " << JsonNumber(ns.median) << ", \"min\": " << JsonNumber(ns.min)
-          << ", \"max\": " << JsonNumber(ns.max) << "}, \"seconds\": [";
-      for (std::size_t k = 0; k < r.seconds.size(); ++k) out << (k ? ", " : "") << JsonNumber(r.seconds[k]);
+      out << ", \"ns_per_op\": {\"median\": " << JsonNumber(ns.median)
+          << ", \"min\": " << JsonNumber(ns.min) << ", \"max\": " << JsonNumber(ns.max)
+          << "}, \"seconds\": [";
+      for (std::size_t k = 0; k < r.seconds.size(); ++k)
+        out << (k ? ", " : "") << JsonNumber(r.seconds[k]);
       out << "]";
       if (r.spin_us > 0) {
         out << ", \"spin_us\": " << r.spin_us << ", \"parallelism\": " << r.parallelism

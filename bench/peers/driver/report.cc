@@ -7,12 +7,15 @@
 #include <limits>
 #include <set>
 
+#include "common/json_string.h"
 #include "driver/stats.h"
 
 namespace depengine::bench::peers {
 namespace {
 
-bool Better(const JobSpec& spec, double a, double b) { return spec.higher_is_better ? a > b : a < b; }
+bool Better(const JobSpec& spec, double a, double b) {
+  return spec.higher_is_better ? a > b : a < b;
+}
 
 std::string Fmt(const char* format, double v) {
   char buf[64];
@@ -42,20 +45,7 @@ std::string FigureUnit(const JobSpec& s) {
   return s.figure;
 }
 
-std::string Json(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += Fmt("\\u%04x", static_cast<unsigned char>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+std::string Json(const std::string& s) { return JsonString(s); }
 
 std::string JsonNumber(double v) {
   if (std::isnan(v) || std::isinf(v)) return "null";
@@ -88,13 +78,15 @@ std::string Label(const Report& r, const std::string& name) {
   std::string label = e ? e->label : name;
   if (name == "starpu") {
     const auto it = r.engine_info.find(name);
-    if (it != r.engine_info.end() && it->second.count("scheduler")) label += " (" + it->second.at("scheduler") + ")";
+    if (it != r.engine_info.end() && it->second.count("scheduler"))
+      label += " (" + it->second.at("scheduler") + ")";
   }
   return label;
 }
 
 // Engines that appear in any job of `groups`, in column order.
-std::vector<std::string> Columns(const Report& r, const std::set<std::string>& groups, bool limits) {
+std::vector<std::string> Columns(const Report& r, const std::set<std::string>& groups,
+                                 bool limits) {
   std::vector<std::string> cols;
   for (const Engine& e : r.engines) {
     if (e.limit != limits) continue;
@@ -187,7 +179,8 @@ void WriteJson(const Report& report, const std::string& path) {
   for (std::size_t i = 0; i < report.engines.size(); ++i) {
     const Engine& e = report.engines[i];
     out << "{\"engine\": " << Json(e.name) << ", \"label\": " << Json(Label(report, e.name))
-        << ", \"depengine\": " << (e.depengine ? "true" : "false") << ", \"limit\": " << (e.limit ? "true" : "false");
+        << ", \"depengine\": " << (e.depengine ? "true" : "false")
+        << ", \"limit\": " << (e.limit ? "true" : "false");
     const auto it = report.engine_info.find(e.name);
     if (it != report.engine_info.end()) {
       for (const char* key : {"runtime", "detail", "scheduler", "threads"}) {
@@ -210,11 +203,13 @@ void WriteJson(const Report& report, const std::string& path) {
           << ", \"better\": " << Json(j.spec.higher_is_better ? "higher" : "lower")
           << ", \"engine\": " << Json(r.engine) << ", \"status\": " << Json(r.status)
           << ", \"median\": " << (ok ? JsonNumber(r.median) : "null")
-          << ", \"min\": " << (ok ? JsonNumber(r.min) : "null") << ", \"max\": " << (ok ? JsonNumber(r.max) : "null")
+          << ", \"min\": " << (ok ? JsonNumber(r.min) : "null")
+          << ", \"max\": " << (ok ? JsonNumber(r.max) : "null")
           << ", \"ratio_vs_depengine\": " << (r.has_ratio ? JsonNumber(r.ratio) : "null")
           << ", \"seconds_median\": " << (ok ? JsonNumber(Median(Valid(r.seconds))) : "null")
           << ", \"peak_rss_median\": " << (ok ? JsonNumber(Median(Valid(r.peak_rss))) : "null");
-      for (const auto& [k, v] : r.extra) out << ", " << Json(k) << ": " << (ok ? JsonNumber(Median(Valid(v))) : "null");
+      for (const auto& [k, v] : r.extra)
+        out << ", " << Json(k) << ": " << (ok ? JsonNumber(Median(Valid(v))) : "null");
       out << ", \"reps\": " << JsonArray(r.values) << "}" << (++count < total ? "," : "") << "\n";
     }
   }
@@ -228,10 +223,11 @@ std::string Markdown(const Report& r) {
     return it == r.meta.end() ? std::string() : it->second;
   };
   md += "Measured " + meta("date") + " on " + meta("cpu") + " (" + meta("cores") + " cores), " +
-        meta("threads") + " worker threads per engine; median of " + meta("reps") + " repetitions after " +
-        meta("warmup") + " warm-up (memory: " + meta("mem_reps") +
-        " fresh processes), engines interleaved (A B C A B C ...). Load average " + meta("loadavg_start") +
-        " at the start, " + meta("loadavg_end") + " at the end; " + meta("wall_s") + " s in all.\n\n";
+        meta("threads") + " worker threads per engine; median of " + meta("reps") +
+        " repetitions after " + meta("warmup") + " warm-up (memory: " + meta("mem_reps") +
+        " fresh processes), engines interleaved (A B C A B C ...). Load average " +
+        meta("loadavg_start") + " at the start, " + meta("loadavg_end") + " at the end; " +
+        meta("wall_s") + " s in all.\n\n";
 
   // ------------------------------------------------------------ main table
   const std::set<std::string> main_groups = {"table", "memory"};
@@ -242,8 +238,9 @@ std::string Markdown(const Report& r) {
     md += Row(head) + Rule(3, cols.size());
     for (const JobRun& j : r.jobs) {
       if (!main_groups.count(j.spec.group)) continue;
-      std::vector<std::string> row = {j.spec.title, j.spec.params,
-                                      FigureUnit(j.spec) + (j.spec.higher_is_better ? " (higher is better)" : "")};
+      std::vector<std::string> row = {
+          j.spec.title, j.spec.params,
+          FigureUnit(j.spec) + (j.spec.higher_is_better ? " (higher is better)" : "")};
       for (const std::string& c : cols) row.push_back(Cell(j, c));
       md += Row(row);
     }
@@ -257,8 +254,10 @@ std::string Markdown(const Report& r) {
     if (c != kReferenceEngine) others.push_back(c);
   }
   if (r.engines.size() > 1) {
-    md += "depengine per-device / each engine, the median of the repetition-by-repetition ratios "
-          "(below 1 is better for depengine on ns/op and bytes/op, above 1 on efficiency and GFLOP/s):\n\n";
+    md +=
+        "depengine per-device / each engine, the median of the repetition-by-repetition ratios "
+        "(below 1 is better for depengine on ns/op and bytes/op, above 1 on efficiency and "
+        "GFLOP/s):\n\n";
     std::vector<std::string> head = {"workload", "figure"};
     for (const std::string& c : others) head.push_back(Label(r, c));
     head.push_back("best peer");
@@ -312,7 +311,8 @@ std::string Markdown(const Report& r) {
       if (j.spec.series == series) points.push_back(&j);
     }
     if (points.size() < 2) continue;
-    std::sort(points.begin(), points.end(), [](const JobRun* a, const JobRun* b) { return a->spec.x < b->spec.x; });
+    std::sort(points.begin(), points.end(),
+              [](const JobRun* a, const JobRun* b) { return a->spec.x < b->spec.x; });
     std::vector<std::string> engines;
     for (const Engine& e : r.engines) {
       for (const JobRun* p : points) {
@@ -322,8 +322,9 @@ std::string Markdown(const Report& r) {
         }
       }
     }
-    md += series == "W1" ? "Scaling, W1 chain: ns/op as N grows (it should stay flat):\n\n"
-                         : "Scaling, W2 parallel: ns/op as the number of vars K grows, N fixed:\n\n";
+    md += series == "W1"
+              ? "Scaling, W1 chain: ns/op as N grows (it should stay flat):\n\n"
+              : "Scaling, W2 parallel: ns/op as the number of vars K grows, N fixed:\n\n";
     std::vector<std::string> head = {series == "W1" ? "N" : "K"};
     for (const std::string& e : engines) head.push_back(Label(r, e));
     md += Row(head) + Rule(1, engines.size());
@@ -337,16 +338,21 @@ std::string Markdown(const Report& r) {
 
   // ------------------------------------------------------------ peak memory
   if (!cols.empty()) {
-    md += "Peak resident memory during a run (MB, the process's high-water mark, reset before each run):\n\n";
+    md +=
+        "Peak resident memory during a run (MB, the process's high-water mark, reset before each "
+        "run):\n\n";
     std::vector<std::string> head = {"workload"};
     for (const std::string& c : cols) head.push_back(Label(r, c));
     md += Row(head) + Rule(1, cols.size());
     for (const JobRun& j : r.jobs) {
-      if (j.spec.group != "table" || (j.spec.id != "W1" && j.spec.id != "W2" && j.spec.id.rfind("W4", 0) != 0)) continue;
+      if (j.spec.group != "table" ||
+          (j.spec.id != "W1" && j.spec.id != "W2" && j.spec.id.rfind("W4", 0) != 0))
+        continue;
       std::vector<std::string> row = {j.spec.title};
       for (const std::string& c : cols) {
         const EngineRun* run = j.Find(c);
-        row.push_back(run && run->status == "ok" ? Fmt("%.0f", Median(Valid(run->peak_rss)) / 1e6) : "-");
+        row.push_back(run && run->status == "ok" ? Fmt("%.0f", Median(Valid(run->peak_rss)) / 1e6)
+                                                 : "-");
       }
       md += Row(row);
     }
@@ -374,13 +380,16 @@ std::string Markdown(const Report& r) {
     const auto it = r.engine_info.find(e.name);
     if (it == r.engine_info.end()) continue;
     const Fields& f = it->second;
-    md += "- **" + Label(r, e.name) + "** (`" + e.name + "`): " + (f.count("runtime") ? f.at("runtime") : "") +
+    md += "- **" + Label(r, e.name) + "** (`" + e.name +
+          "`): " + (f.count("runtime") ? f.at("runtime") : "") +
           (f.count("detail") ? "; " + f.at("detail") : "") + "\n";
   }
   std::string notes;
   for (const JobRun& j : r.jobs) {
     for (const EngineRun& run : j.runs) {
-      if (run.status != "ok") notes += "- " + j.spec.title + " (" + j.spec.params + "), " + Label(r, run.engine) + ": " + run.status + "\n";
+      if (run.status != "ok")
+        notes += "- " + j.spec.title + " (" + j.spec.params + "), " + Label(r, run.engine) + ": " +
+                 run.status + "\n";
     }
   }
   if (!notes.empty()) md += "\nNo figure:\n\n" + notes;
