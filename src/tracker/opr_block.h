@@ -79,10 +79,12 @@ class Opr {
   Opr* live_prev = nullptr;
   Opr* live_next = nullptr;
 
+  // Drops the function (and what its closure captured) and the var list.
+  // `name` is left alone: a Push racing with the operator's deletion (a
+  // misuse that Push reports) reads it to name the operator in its error.
   void Clear() {
     async_fn = nullptr;
     vars.clear();
-    name = nullptr;
   }
 };
 

@@ -48,7 +48,7 @@ struct VarSlot {
 // after the var's lock is released. Owner blocks may be recycled as soon as
 // they are granted, so the list holds only owner pointers.
 struct GrantList {
-  static constexpr int kInline = 8;
+  static constexpr int kInline = 64;  // a W3-style fan of 64 readers needs no allocation
   OprBlock* inline_[kInline];
   OprBlock** data = inline_;
   int size = 0;
