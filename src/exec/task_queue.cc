@@ -56,13 +56,19 @@ void TaskQueue::PushBatch(OprBlock* const* blocks, int n) {
     UpdateHintsLocked();
     size_.fetch_add(static_cast<std::size_t>(n), std::memory_order_seq_cst);
   }
-  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
-    epoch_.fetch_add(1, std::memory_order_seq_cst);
-    if (n == 1) {
-      epoch_.notify_one();
-    } else {
-      epoch_.notify_all();
-    }
+  if (n == 1) {
+    WakeIfNobodySpins();
+  } else if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    { std::lock_guard<std::mutex> sync(sleep_mu_); }
+    sleep_cv_.notify_all();
+  }
+}
+
+void TaskQueue::WakeIfNobodySpins() {
+  if (spinners_.load(std::memory_order_seq_cst) == 0 &&
+      sleepers_.load(std::memory_order_seq_cst) > 0) {
+    { std::lock_guard<std::mutex> sync(sleep_mu_); }  // the sleeper is in wait() or saw the item
+    sleep_cv_.notify_one();
   }
 }
 
@@ -82,18 +88,20 @@ void TaskQueue::SpinWhileEmpty(int round) {
 }
 
 void TaskQueue::SleepWhileEmpty() {
+  std::unique_lock<std::mutex> lock(sleep_mu_);
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
-  const std::uint32_t e = epoch_.load(std::memory_order_seq_cst);
+  // One wait: a notify (or a spurious wake-up) sends the worker back to the
+  // queue, which it re-checks from the top.
   if (size_.load(std::memory_order_seq_cst) == 0 && !stop_.load(std::memory_order_seq_cst)) {
-    epoch_.wait(e, std::memory_order_seq_cst);
+    sleep_cv_.wait(lock);
   }
   sleepers_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 void TaskQueue::Stop() {
   stop_.store(true, std::memory_order_seq_cst);
-  epoch_.fetch_add(1, std::memory_order_seq_cst);
-  epoch_.notify_all();
+  { std::lock_guard<std::mutex> sync(sleep_mu_); }
+  sleep_cv_.notify_all();
 }
 
 }  // namespace depengine::internal

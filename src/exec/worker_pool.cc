@@ -19,9 +19,10 @@ WorkerPool::WorkerPool(std::string name, int nthreads, std::function<void(Worker
 WorkerPool::~WorkerPool() {
   if (getpid() != creator_pid_) {
     (void)threads_.release();  // a forked child: the threads stayed in the parent
+    (void)queue_.release();
     return;
   }
-  queue_.Stop();
+  queue_->Stop();
   for (auto& t : *threads_) t.join();
 }
 

@@ -25,14 +25,16 @@ class WorkerPool {
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  TaskQueue& queue() { return queue_; }
+  TaskQueue& queue() { return *queue_; }
   // "cpu/normal", "cpu/priority", "gpu0/copy"...: names the pool's threads.
   const std::string& name() const { return name_; }
   int size() const { return static_cast<int>(threads_->size()); }
 
  private:
   std::string name_;
-  TaskQueue queue_;
+  // By pointer, like threads_: a forked child leaks it (its condition
+  // variable may have had waiters in the parent, and destroying it would block).
+  std::unique_ptr<TaskQueue> queue_ = std::make_unique<TaskQueue>();
   // Written in the constructor only. Held by pointer so that a forked child,
   // which inherits the object but not the threads, can leak it instead of
   // joining threads that do not exist there.

@@ -416,9 +416,12 @@ TEST_P(FaultInjection, CallbacksCalledLateInRandomOrder) {
     engine->PushAsync(
         [&, i](RunContext, CallbackOnComplete cb) {
           value[static_cast<std::size_t>(i)] = 1;
-          started.fetch_add(1);
           std::lock_guard<std::mutex> lock(mu);
           held.push_back(cb);
+          // Counted only once the callback is in `held`: counting first let
+          // the main thread copy `held` before the last callback was in it,
+          // and that function then never finished (the test hung).
+          started.fetch_add(1);
         },
         Context::CPU(), {}, {vars[static_cast<std::size_t>(i)]});
   }
