@@ -532,7 +532,7 @@ void ThreadedEngine::RunInline(OprBlock* b) {
 void ThreadedEngine::DispatchToPool(OprBlock* b, WorkerPool* pool) {
   auto* w = static_cast<WorkerTls*>(tls_worker_raw);
   if (tls_may_continue && w != nullptr && w->pool == pool && w->continuation == nullptr &&
-      b->priority >= pool->queue().MaxWaitingPriority()) {
+      pool->queue().MayBypass(b->priority)) {
     w->continuation = b;
     return;
   }
