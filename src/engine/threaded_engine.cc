@@ -156,7 +156,10 @@ ThreadedEngine::~ThreadedEngine() {
     {
       SpinLockGuard g(v->lock);
       v->failure.reset();
-      v->deleted = true;
+    }
+    {
+      SpinLockGuard g(v->push_lock);
+      v->deleted.store(true, std::memory_order_relaxed);
     }
     v->magic.store(Var::kDead, std::memory_order_relaxed);
     VarPool::Free(v);
@@ -214,8 +217,10 @@ void ThreadedEngine::CheckVar(VarHandle v, const char* call) const {
 
 void ThreadedEngine::CheckLiveVar(VarHandle v, const char* call) const {
   CheckVar(v, call);
-  SpinLockGuard g(v->lock);
-  if (v->deleted) throw std::invalid_argument(Named(call, "var was deleted"));
+  SpinLockGuard g(v->push_lock);
+  if (v->deleted.load(std::memory_order_relaxed)) {
+    throw std::invalid_argument(Named(call, "var was deleted"));
+  }
 }
 
 // ---------------------------------------------------------------- vars and operators
@@ -237,7 +242,6 @@ void ThreadedEngine::FreeVar(Var* v) {
   bool had_failure = false;
   {
     SpinLockGuard g(v->lock);
-    assert(v->deleted);
     if (v->failure) {
       v->failure.reset();
       had_failure = true;
@@ -477,29 +481,105 @@ void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted,
                        b->kind != OprKind::kWaitVar
                    ? profiler_->Begin(*b)
                    : nullptr;
-  // Lock every var in address order (slots are sorted): concurrent pushes
-  // then queue on all their shared vars in the same relative order, which is
-  // what makes pushing from several threads deadlock-free and serializable.
-  for (VarSlot& s : b->slots()) s.var->lock.lock();
-  for (VarSlot& s : b->slots()) {
-    if (s.var->deleted) {
-      for (VarSlot& t : b->slots()) t.var->lock.unlock();
+  const std::span<VarSlot> slots = b->slots();
+  if (slots.size() == 1 && !mark_deleted && PushSingle(b, call)) return;
+  // Lock every var's push side in address order (slots are sorted):
+  // concurrent pushes then queue on all their shared vars in the same
+  // relative order, which is what makes pushing from several threads
+  // deadlock-free and serializable.
+  for (VarSlot& s : slots) s.var->push_lock.lock();
+  for (VarSlot& s : slots) {
+    if (s.var->deleted.load(std::memory_order_relaxed)) {
+      for (VarSlot& t : slots) t.var->push_lock.unlock();
       RecycleBlock(b);
       throw std::invalid_argument(Named(
           call, mark_deleted ? "DeleteVariable called twice on the same var" : "var was deleted"));
     }
   }
-  if (mark_deleted) b->slots()[0].var->deleted = true;
+  if (mark_deleted) slots[0].var->deleted.store(true, std::memory_order_relaxed);
   CountPush(b);
-  int ungranted = 0;
-  for (VarSlot& s : b->slots()) ungranted += s.var->Append(&s) ? 0 : 1;
-  // Published to completers by the unlocks below (release).
-  b->wait.store(ungranted, std::memory_order_relaxed);
-  for (VarSlot& s : b->slots()) s.var->lock.unlock();
-  if (ungranted == 0) {
+  // One grant per slot, plus one held by this pusher until every var is
+  // settled, so that nobody dispatches b while we still use it. Published
+  // to the grant sides by their locks (release).
+  const auto n = static_cast<std::int32_t>(slots.size());
+  b->wait.store(n + 1, std::memory_order_relaxed);
+  std::int32_t taken = 1;  // grants this pusher took, plus its hold
+  Var* settle_inline[8];
+  std::vector<Var*> settle_more;
+  int settle_count = 0;
+  for (VarSlot& s : slots) {
+    bool granted = false;
+    if (s.var->Append(&s, &granted) == Var::AppendResult::kNeedsSettle) {
+      if (settle_count < 8) {
+        settle_inline[settle_count++] = s.var;
+      } else {
+        settle_more.push_back(s.var);
+      }
+    }
+    if (granted) ++taken;
+  }
+  for (VarSlot& s : slots) s.var->push_lock.unlock();
+
+  if (settle_count > 0) {
+    GrantList granted;
+    for (int i = 0; i < settle_count; ++i) settle_inline[i]->Settle(&granted);
+    for (Var* v : settle_more) v->Settle(&granted);
+    for (int i = 0; i < granted.size; ++i) {
+      OprBlock* g = granted.data[i];
+      if (g == b) {
+        ++taken;  // the hold keeps b from being recycled: its address is b's
+      } else if (g->Grant()) {
+        if (g->profile != nullptr) Profiler::MarkReady(g->profile);
+        Dispatch(g);
+      }
+    }
+  }
+  // Every grant taken here: nobody else saw a slot of b wait, so no other
+  // thread touches b->wait and the atomic update can be skipped.
+  const bool ready = taken == n + 1 || b->wait.fetch_sub(taken, std::memory_order_acq_rel) == taken;
+  if (ready) {
     if (b->profile != nullptr) Profiler::MarkReady(b->profile);
     Dispatch(b);
   }
+}
+
+// The common push, one var, with the var's grant-side lock free: one lock
+// instead of two, and no trip to the push side unless its inbox holds
+// slots. Pushes with several vars need push_lock on all of them to be
+// serializable; a one-var push can be ordered anywhere among concurrent ones.
+// Returns false, having done nothing, when it cannot take that lock at once
+// (or the var is in chain mode): then Enqueue takes the general path.
+bool ThreadedEngine::PushSingle(OprBlock* b, const char* call) NO_THREAD_SAFETY_ANALYSIS {
+  VarSlot& slot = b->slots()[0];
+  Var* v = slot.var;
+  if (v->chain_mode.load(std::memory_order_relaxed) || !v->lock.try_lock()) return false;
+  GrantList granted;
+  const bool live = v->PrepareSingleLocked(&granted);
+  if (live) {
+    CountPush(b);
+    b->wait.store(1, std::memory_order_relaxed);  // published by the unlock below
+    v->QueueSingleLocked(&slot, &granted);
+  }
+  v->lock.unlock();
+  bool self_ready = false;
+  for (int i = 0; i < granted.size; ++i) {
+    OprBlock* g = granted.data[i];
+    if (g == b) {
+      self_ready = true;  // b's one slot, granted here: nobody else holds b
+    } else if (g->Grant()) {
+      if (g->profile != nullptr) Profiler::MarkReady(g->profile);
+      Dispatch(g);
+    }
+  }
+  if (!live) {
+    RecycleBlock(b);
+    throw std::invalid_argument(Named(call, "var was deleted"));
+  }
+  if (self_ready) {
+    if (b->profile != nullptr) Profiler::MarkReady(b->profile);
+    Dispatch(b);
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------- execution
@@ -852,7 +932,10 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
   bool idle;
   {
     SpinLockGuard g(var->lock);
-    if (var->deleted) throw std::invalid_argument("WaitForVar: var was deleted");
+    SpinLockGuard push_guard(var->push_lock);  // after lock: the order SettleLocked uses
+    if (var->deleted.load(std::memory_order_relaxed)) {
+      throw std::invalid_argument("WaitForVar: var was deleted");
+    }
     idle = var->IdleLocked();
   }
   if (idle) {

@@ -92,6 +92,8 @@ class ThreadedEngine : public Engine {
   // nothing is queued, b is recycled and the error is thrown. `profiling`:
   // record this push even when the engine is not recording everything.
   void Enqueue(OprBlock* b, const char* call, bool mark_deleted, bool profiling);
+  // Enqueue's fast path for a function with one var; false: not taken.
+  bool PushSingle(OprBlock* b, const char* call);
   void Execute(OprBlock* b, void* stream);
   // Finishes b: marks its written vars failed if `failure`, releases its
   // vars, dispatches what that made ready.

@@ -195,7 +195,11 @@ OprBlock* TaskQueue::Pop(OnEmpty&& on_empty) {
       return nullptr;
     }
     if (round < kSpinRounds) {
-      if (!spinning) {
+      // The first round spins unregistered: a worker that keeps pace with a
+      // pusher finds its next block within it, and registering would write
+      // the line every pusher reads on every push. An unregistered spinner
+      // only fails to suppress a wake-up, which is always safe.
+      if (!spinning && round > 0) {
         spinners_.fetch_add(1, std::memory_order_seq_cst);
         spinning = true;
       }

@@ -2,15 +2,28 @@
 // the functions waiting to use it and grants access in push order:
 // any number of readers at once, or one writer alone.
 //
-// The var state machine (guarded by lock_), with `Q` the waiting queue:
-//   Idle        running_reads_ == 0, !write_running_, Q empty
-//   Reading(n)  running_reads_ == n > 0, !write_running_
-//   Writing     write_running_ (running_reads_ == 0)
+// A var has two sides on two cache lines, so that a pusher running ahead of
+// the workers (a chain: W1, W5) and the worker finishing the var's functions
+// do not trade one line per function:
+//   push side   push_lock: `deleted` and the inbox, a list of slots pushed
+//               but not yet seen by the grant side, in push order.
+//   grant side  lock: the state machine below and the FIFO of waiting slots.
+//
+// The grant side's state machine, with `Q` the FIFO:
+//   Idle        running_reads == 0, !write_running, Q empty
+//   Reading(n)  running_reads == n > 0, !write_running
+//   Writing     write_running (running_reads == 0)
 // A reader is granted at once from Idle/Reading when Q is empty; a writer
 // only from Idle. Otherwise the request waits in Q. When the last reader
 // finishes, a waiting writer at the head of Q is granted; when a writer
 // finishes, the head writer, or else every reader up to the next writer, is
-// granted. See docs/design.md.
+// granted. Slots move from the inbox to the end of Q whenever Q runs empty
+// while no write runs (Settle).
+//
+// `state` (see GrantState) tells a pusher whether a later completion is
+// certain to come and pull the inbox: then the pusher only appends its slot.
+// Otherwise, or when the var is idle, the pusher settles the var itself.
+// See SettleLocked for why no slot is left behind, and docs/design.md.
 #pragma once
 
 #include <atomic>
@@ -80,51 +93,127 @@ class alignas(64) Var {
   static constexpr std::uint32_t kLive = 0x5641524cu;  // "VARL"
   static constexpr std::uint32_t kDead = 0xdeadbeefu;
 
-  // Hot fields first: one cache line holds what push and completion touch.
-
-  // --- identity, checked on every use of a handle ---
-  // Written when the var is made and freed; read without the lock to reject
-  // stale handles early (relaxed: a best-effort check, the authoritative one
-  // is `deleted` under `lock`).
+  // ---------------- push side (first cache line): pushers ----------------
+  // Identity, checked on every use of a handle. Written when the var is made
+  // and freed; read without a lock to reject stale handles early (relaxed: a
+  // best-effort check, the authoritative one is `deleted` under push_lock).
   std::atomic<std::uint32_t> magic{kDead};
-  internal::SpinLock lock;
-  // --- guarded by lock ---
-  bool deleted GUARDED_BY(lock) = false;                     // DeleteVariable was called
+  internal::SpinLock push_lock;
+  // DeleteVariable was pushed. Written under push_lock before the deletion's
+  // slot is published; read under push_lock, or (relaxed) by a single-var
+  // push holding `lock` (see PushSingleLocked).
+  std::atomic<bool> deleted{false};
+  // Slots pushed and not yet moved to the grant side's FIFO, oldest first.
+  internal::VarSlot* inbox_head GUARDED_BY(push_lock) = nullptr;
+  internal::VarSlot* inbox_tail GUARDED_BY(push_lock) = nullptr;
+  std::uint32_t inbox_len GUARDED_BY(push_lock) = 0;
+  // Set when a pusher saw a long FIFO (a chain its worker is draining):
+  // pushes then go to the inbox without touching the grant side's line, until
+  // one finds the FIFO short again.
+  // Written under push_lock, also read (relaxed) by single-var pushes
+  // deciding whether to try the grant side's lock.
+  std::atomic<bool> chain_mode{false};
+  const internal::ThreadedEngine* engine = nullptr;  // set at creation, read-only after
+  std::uint64_t profile_id = 0;                      // names the var in profiles; set at creation
+
+  // ---------------- grant side (second cache line): completers -----------
+  alignas(64) internal::SpinLock lock;
+  // What the grant side promises pushers. Written under lock, only when it
+  // changes; read by pushers without lock (relaxed: ordered by push_lock,
+  // see SettleLocked).
+  enum GrantState : std::uint8_t {
+    kIdle,     // no write runs and nothing waits: a pusher settles its slot itself
+    kBusy,     // a write runs, or a few slots wait: a completion will settle
+    kBacklog,  // at least kLongBacklog slots wait: a completion will settle,
+               // and pushers go to the inbox rather than take the grant
+               // side's lock (a chain whose worker is busy on this var)
+  };
+  // A short FIFO (the next function on a var, W2) is appended to directly:
+  // the inbox would add a trip to the pushers' line on completion.
+  static constexpr std::uint32_t kLongBacklog = 4;
+  std::atomic<GrantState> state{kIdle};
+  // Set (seq_cst) by a pusher that appends to an empty inbox, cleared by the
+  // grant side when it pulls the inbox (both under push_lock). It lives on
+  // this line so that a completion that finds the var idle can tell, without
+  // touching the pushers' line, whether there is an inbox to pull.
+  std::atomic<bool> inbox_pending{false};
   bool write_running GUARDED_BY(lock) = false;               // a granted, unfinished write
   int running_reads GUARDED_BY(lock) = 0;                    // granted, unfinished reads
   internal::VarSlot* queue_head GUARDED_BY(lock) = nullptr;  // oldest waiting use
   internal::VarSlot* queue_tail GUARDED_BY(lock) = nullptr;  // newest waiting use
-  const internal::ThreadedEngine* engine = nullptr;          // set at creation, read-only after
+  std::uint32_t queue_len GUARDED_BY(lock) = 0;              // waiting uses
+  internal::FailurePtr failure GUARDED_BY(lock);             // set by a failed writer
 
-  // --- cold ---
-  internal::FailurePtr failure GUARDED_BY(lock);  // set by a failed writer
-  Var* pool_next = nullptr;                       // owned by ObjectPool while the var is free
-  std::uint64_t profile_id = 0;                   // names the var in profiles; set at creation
+  // ---------------- cold (after the grant side, in its line) ---------------
   // The engine's list of live vars; guarded by the engine's live_mu_.
-  Var* live_prev = nullptr;
+  // pool_next shares storage with live_prev: a var is either live or free.
+  union {
+    Var* live_prev = nullptr;
+    Var* pool_next;  // owned by ObjectPool while the var is free
+  };
   Var* live_next = nullptr;
 
   // Resets a pooled var for a new life in `owner`.
   void Init(const internal::ThreadedEngine* owner) NO_THREAD_SAFETY_ANALYSIS;
 
-  // Queues `slot` behind earlier uses, or grants it at once. Returns true
-  // when granted.
-  bool Append(internal::VarSlot* slot) REQUIRES(lock);
+  // Push, step 1, with push_lock held (and no grant-side lock): queues
+  // `slot` behind every earlier use. When the grant side is idle enough to
+  // take it at once (try-locked, nothing waiting), grants it or queues it in
+  // the FIFO directly and returns kDone; `*granted` tells which. Otherwise it
+  // lands in the inbox: kInbox if a later completion (or an earlier pusher's
+  // Settle) is certain to pull it, kNeedsSettle if the pusher must call
+  // Settle itself.
+  enum class AppendResult { kDone, kInbox, kNeedsSettle };
+  AppendResult Append(internal::VarSlot* slot, bool* granted) REQUIRES(push_lock);
+
+  // A push of a function with this one var, with lock held and push_lock
+  // not. Step 1: pulls a pending inbox into the FIFO (so the slot goes behind
+  // every earlier push); returns false when the var was deleted (then grants
+  // what it can, and the push must be rejected).
+  bool PrepareSingleLocked(internal::GrantList* granted) REQUIRES(lock) EXCLUDES(push_lock);
+  // Step 2: queues `slot` and grants what it can.
+  void QueueSingleLocked(internal::VarSlot* slot, internal::GrantList* granted) REQUIRES(lock);
+
+  // Append's slow path: the slot starts the inbox.
+  AppendResult AppendToEmptyInbox(internal::VarSlot* slot) REQUIRES(push_lock);
+
+  // Push, step 2, with no lock held: moves the inbox into the FIFO and
+  // grants what it can, collecting the owners of granted slots.
+  void Settle(internal::GrantList* granted) EXCLUDES(lock, push_lock);
 
   // True when no function uses or waits for the var.
-  bool IdleLocked() const REQUIRES(lock) {
-    return running_reads == 0 && !write_running && queue_head == nullptr;
+  bool IdleLocked() const REQUIRES(lock, push_lock) {
+    return running_reads == 0 && !write_running && queue_head == nullptr && inbox_head == nullptr;
   }
 
   // Finishes a granted read and collects the uses it grants.
-  void CompleteRead(internal::GrantList* granted) EXCLUDES(lock);
+  void CompleteRead(internal::GrantList* granted) EXCLUDES(lock, push_lock);
   // Finishes a granted write; marks the var failed with `failure` when set.
   // Returns true when the var newly became failed.
   bool CompleteWrite(const internal::FailurePtr& failure, internal::GrantList* granted)
-      EXCLUDES(lock);
+      EXCLUDES(lock, push_lock);
 
  private:
-  void GrantAfterWriteLocked(internal::GrantList* granted) REQUIRES(lock);
+  // Grants from the FIFO's head what the state allows.
+  void GrantFromQueueLocked(internal::GrantList* granted) REQUIRES(lock);
+  // Grants, pulling the inbox whenever the FIFO runs dry while no write
+  // runs, then publishes `state`.
+  void SettleLocked(internal::GrantList* granted) REQUIRES(lock) EXCLUDES(push_lock);
+  // Publishes `state` from the fields it summarizes.
+  void PublishStateLocked() REQUIRES(lock) {
+    const GrantState now = queue_len >= kLongBacklog                  ? kBacklog
+                           : (queue_head != nullptr || write_running) ? kBusy
+                                                                      : kIdle;
+    // A store of kIdle is seq_cst: it is followed by a load of
+    // inbox_pending, against the pusher's store of inbox_pending and load of
+    // state (see SettleLocked). Other states promise a completion, which
+    // needs no such order.
+    if (state.load(std::memory_order_relaxed) != now) {
+      state.store(now, now == kIdle ? std::memory_order_seq_cst : std::memory_order_relaxed);
+    }
+  }
 };
 
 }  // namespace depengine
+static_assert(sizeof(depengine::Var) == 128,
+              "a Var is two cache lines: the push side and the grant side");
