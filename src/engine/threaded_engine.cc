@@ -54,9 +54,21 @@ std::string Named(const char* call, const std::string& what) {
 // A worker thread's view of itself: which pool it serves, and the block it
 // will run next without going through the queue.
 struct ThreadedEngine::WorkerTls {
+  WorkerTls(const ThreadedEngine* e, WorkerPool* p) : engine(e), pool(p) {}
   const ThreadedEngine* engine;
   WorkerPool* pool;
   OprBlock* continuation = nullptr;
+  // Blocks for `pool` made ready by the completion this worker is running,
+  // queued together when it ends (one tail exchange and one wake-up for a
+  // fan-out instead of one each). Open while completing > 0.
+  static constexpr int kMaxBatch = 64;
+  OprBlock* batch[kMaxBatch];
+  int batch_size = 0;
+  int completing = 0;
+  void FlushBatch() {
+    if (batch_size > 0) pool->queue().PushBatch(batch, batch_size);
+    batch_size = 0;
+  }
   // Completions not yet subtracted from engine->pending_[slot]. Batching
   // them keeps the pending counters' cache line with the pushing thread.
   // Flushed every kFlushEvery, before running a block of the other
@@ -555,13 +567,13 @@ bool ThreadedEngine::PushSingle(OprBlock* b, const char* call) NO_THREAD_SAFETY_
   if (v->chain_mode.load(std::memory_order_relaxed) || !v->lock.try_lock()) return false;
   GrantList granted;
   const bool live = v->PrepareSingleLocked(&granted);
+  bool self_ready = false;
   if (live) {
     CountPush(b);
     b->wait.store(1, std::memory_order_relaxed);  // published by the unlock below
-    v->QueueSingleLocked(&slot, &granted);
+    self_ready = v->QueueSingleLocked(&slot, &granted);
   }
   v->lock.unlock();
-  bool self_ready = false;
   for (int i = 0; i < granted.size; ++i) {
     OprBlock* g = granted.data[i];
     if (g == b) {
@@ -611,17 +623,23 @@ void ThreadedEngine::RunInline(OprBlock* b) {
 
 void ThreadedEngine::DispatchToPool(OprBlock* b, WorkerPool* pool) {
   auto* w = static_cast<WorkerTls*>(tls_worker_raw);
-  if (tls_may_continue && w != nullptr && w->pool == pool && w->continuation == nullptr &&
-      pool->queue().MayBypass(b->priority)) {
-    w->continuation = b;
-    return;
+  if (tls_may_continue && w != nullptr && w->pool == pool) {
+    if (w->continuation == nullptr && pool->queue().MayBypass(b->priority)) {
+      w->continuation = b;
+      return;
+    }
+    if (w->completing > 0) {
+      if (w->batch_size == WorkerTls::kMaxBatch) w->FlushBatch();
+      w->batch[w->batch_size++] = b;
+      return;
+    }
   }
   pool->queue().Push(b);
 }
 
 void ThreadedEngine::WorkerLoop(WorkerPool& pool, int index, void* stream) {
   Profiler::NameThisThread(pool.name() + "/" + std::to_string(index));
-  WorkerTls tls{this, &pool};
+  WorkerTls tls(this, &pool);
   tls_worker_raw = &tls;
   auto flush = [&](int slot) {
     if (tls.done[slot] != 0) {
@@ -729,6 +747,11 @@ void ThreadedEngine::CompleteCallback(void* param, std::uint64_t ticket, std::ex
 
 void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
   const int pending_slot = b->pending_slot;
+  // On a worker of this engine, blocks this completion makes ready for the
+  // worker's pool are queued in one batch at the end (see DispatchToPool).
+  auto* w = static_cast<WorkerTls*>(tls_worker_raw);
+  if (w != nullptr && w->engine != this) w = nullptr;
+  if (w != nullptr) ++w->completing;
   if (watchdog_ != nullptr) watchdog_->Finished(b);
   GrantList granted;
   std::vector<Var*> newly_failed;
@@ -773,6 +796,7 @@ void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
       Dispatch(g);
     }
   }
+  if (w != nullptr && --w->completing == 0) w->FlushBatch();
   ReleaseExecution(b);
   if (options_.max_in_flight > 0) ReleaseInFlight();
   FinishPending(pending_slot);

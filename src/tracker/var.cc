@@ -20,6 +20,64 @@ void Var::Init(const internal::ThreadedEngine* owner) {
   magic.store(kLive, std::memory_order_relaxed);
 }
 
+// Grants `slot` at once when nothing waits and the state allows it.
+bool Var::TryGrantNowLocked(internal::VarSlot* slot) {
+  if (queue_head != nullptr || write_running || (slot->write() && running_reads > 0)) return false;
+  if (slot->write()) {
+    write_running = true;
+  } else {
+    ++running_reads;
+  }
+  return true;
+}
+
+void Var::QueueLocked(internal::VarSlot* slot) {
+  slot->next = nullptr;
+  if (queue_tail == nullptr) {
+    queue_head = queue_tail = slot;
+  } else {
+    queue_tail->next = slot;
+    queue_tail = slot;
+  }
+  ++queue_len;
+  // A long FIFO is a chain the worker is draining: later pushes should go to
+  // the inbox and leave this line to the worker (a hint; stored only when it
+  // changes, since it lives on the pushers' line).
+  if (queue_len >= kLongBacklog && !chain_mode.load(std::memory_order_relaxed)) {
+    chain_mode.store(true, std::memory_order_relaxed);
+  }
+}
+
+void Var::PullInboxLocked() {
+  internal::SpinLockGuard push_guard(push_lock);
+  if (inbox_head != nullptr) {
+    // Inbox slots follow everything in the FIFO: slots reach the FIFO
+    // directly only while the inbox is empty.
+    if (queue_tail == nullptr) {
+      queue_head = inbox_head;
+    } else {
+      queue_tail->next = inbox_head;
+    }
+    queue_tail = inbox_tail;
+    queue_len += inbox_len;
+    inbox_head = inbox_tail = nullptr;
+    inbox_len = 0;
+  }
+  inbox_pending.store(false, std::memory_order_relaxed);
+}
+
+bool Var::PublishStateLocked() {
+  const GrantState now = queue_len >= kLongBacklog ? kBacklog
+                         : queue_head != nullptr   ? kBusy
+                                                   : kIdle;
+  if (state.load(std::memory_order_relaxed) == now) return false;
+  // A store of kIdle is seq_cst: SettleLocked follows it with a load of
+  // inbox_pending, against a pusher's store of inbox_pending and load of
+  // state. The other states promise a completion and need no such order.
+  state.store(now, now == kIdle ? std::memory_order_seq_cst : std::memory_order_relaxed);
+  return now == kIdle;
+}
+
 Var::AppendResult Var::Append(internal::VarSlot* slot, bool* granted) {
   slot->next = nullptr;
   *granted = false;
@@ -31,35 +89,23 @@ Var::AppendResult Var::Append(internal::VarSlot* slot, bool* granted) {
     ++inbox_len;
     return AppendResult::kInbox;
   }
-  // Fast path: take the grant side's lock, if free, and queue or grant
+  // Fast path: take the grant side's lock, if free, and grant or queue
   // directly: one transfer of the grant side's line, which the completion
-  // will need back anyway. Not in chain mode while the FIFO is long: a
-  // pusher running ahead of a chain would pull that line from the worker on
-  // every push. try_lock only: the grant side takes push_lock while holding
-  // lock (SettleLocked), so blocking here could deadlock.
+  // needs back anyway. Not in chain mode while the FIFO is long: a pusher
+  // running ahead of a chain would pull that line from the worker on every
+  // push. try_lock only: the grant side takes push_lock while holding lock
+  // (PullInboxLocked), so blocking here could deadlock.
   if (chain_mode.load(std::memory_order_relaxed)) {
     if (state.load(std::memory_order_relaxed) == kBacklog) return AppendToEmptyInbox(slot);
     chain_mode.store(false, std::memory_order_relaxed);
   }
   if (lock.try_lock()) {
-    if (queue_head == nullptr && !write_running && (!slot->write() || running_reads == 0)) {
-      if (slot->write()) {
-        write_running = true;
-      } else {
-        ++running_reads;
-      }
+    if (TryGrantNowLocked(slot)) {
       *granted = true;
     } else {
-      if (queue_tail == nullptr) {
-        queue_head = queue_tail = slot;
-      } else {
-        queue_tail->next = slot;
-        queue_tail = slot;
-      }
-      ++queue_len;
-      chain_mode.store(queue_len >= kLongBacklog, std::memory_order_relaxed);
+      QueueLocked(slot);
+      PublishStateLocked();  // not kIdle: the FIFO is not empty
     }
-    PublishStateLocked();
     lock.unlock();
     return AppendResult::kDone;
   }
@@ -77,25 +123,10 @@ Var::AppendResult Var::AppendToEmptyInbox(internal::VarSlot* slot) {
 
 bool Var::PrepareSingleLocked(internal::GrantList* granted) {
   // Slots in the inbox were pushed earlier (or concurrently): pull them
-  // first. They follow everything in the FIFO, which was appended only
-  // while the inbox was empty. acquire pairs with the seq_cst store made
-  // under push_lock; a flag set concurrently belongs to a concurrent push,
-  // which may go either side of this one.
-  if (inbox_pending.load(std::memory_order_acquire)) {
-    internal::SpinLockGuard push_guard(push_lock);
-    if (inbox_head != nullptr) {
-      if (queue_tail == nullptr) {
-        queue_head = inbox_head;
-      } else {
-        queue_tail->next = inbox_head;
-      }
-      queue_tail = inbox_tail;
-      queue_len += inbox_len;
-      inbox_head = inbox_tail = nullptr;
-      inbox_len = 0;
-    }
-    inbox_pending.store(false, std::memory_order_relaxed);
-  }
+  // first, so this push goes behind them. acquire pairs with the seq_cst
+  // store made under push_lock; a flag set concurrently belongs to a
+  // concurrent push, which may go either side of this one.
+  if (inbox_pending.load(std::memory_order_acquire)) PullInboxLocked();
   // A deletion sets `deleted` before it publishes its slot (under lock, or
   // in the inbox just pulled under push_lock), so a push ordered after it
   // sees the flag here.
@@ -107,17 +138,19 @@ bool Var::PrepareSingleLocked(internal::GrantList* granted) {
   return true;
 }
 
-void Var::QueueSingleLocked(internal::VarSlot* slot, internal::GrantList* granted) {
-  slot->next = nullptr;
-  if (queue_tail == nullptr) {
-    queue_head = queue_tail = slot;
-  } else {
-    queue_tail->next = slot;
-    queue_tail = slot;
+bool Var::QueueSingleLocked(internal::VarSlot* slot, internal::GrantList* granted) {
+  // The common case: nothing waits, so the slot is granted here and no
+  // state changes (a running write does not leave kIdle; see GrantState).
+  if (queue_head == nullptr) {
+    if (TryGrantNowLocked(slot)) return true;
+    QueueLocked(slot);
+    PublishStateLocked();
+    return false;
   }
-  ++queue_len;
-  GrantFromQueueLocked(granted);
+  QueueLocked(slot);
+  GrantFromQueueLocked(granted);  // the pulled inbox may hold grantable slots
   PublishStateLocked();
+  return false;
 }
 
 void Var::Settle(internal::GrantList* granted) {
@@ -147,42 +180,34 @@ void Var::GrantFromQueueLocked(internal::GrantList* granted) {
   if (queue_head == nullptr) queue_tail = nullptr;
 }
 
-// Why no slot is left in the inbox: a pusher that appended to an empty
-// inbox stored inbox_pending = true and then loaded `state`; if it read a
-// state other than kIdle, it relies on a later SettleLocked to pull its
-// slot. That state means a write runs or slots wait on running functions, so
-// a completion is certain to come, and every completion ends here with the
-// var either not idle (then a later one comes) or idle: state == kIdle was
-// stored (seq_cst) by this or an earlier settle, which then loads
-// inbox_pending (seq_cst). In the single order of those four accesses,
-// either the pusher's load of state follows the store of kIdle, and the
-// pusher settles the var itself, or the settle's load of inbox_pending
-// follows the pusher's store, and it pulls the slot. Slots appended behind
-// a non-empty inbox are pulled with it (the pull takes push_lock after
-// their append). The flag spares a completion that finds the var idle a
-// trip to the pushers' cache line.
+// Why no slot is left in the inbox. A pusher that starts the inbox stores
+// inbox_pending = true and then loads `state`. If it reads kIdle it settles
+// the var itself. Otherwise it relies on a completion: any other state means
+// the FIFO is not empty, so its head waits on a running function, whose
+// completion ends here. Here, each time the FIFO runs empty, the settle
+// either stores kIdle (seq_cst) and then loads inbox_pending (seq_cst), or
+// finds kIdle already stored by an earlier settle that did so. In the single
+// order of those four accesses, either the pusher's load of state follows
+// the store of kIdle, and the pusher settles the var itself, or that
+// settle's load of inbox_pending follows the pusher's store, and it pulls
+// the slot. Slots appended behind a non-empty inbox are pulled with it (the
+// pull takes push_lock after their append). The flag spares a completion
+// that finds the var idle a trip to the pushers' cache line.
 void Var::SettleLocked(internal::GrantList* granted) {
   for (;;) {
     GrantFromQueueLocked(granted);
-    PublishStateLocked();
-    if (write_running || queue_head != nullptr) return;
-    if (!inbox_pending.load(std::memory_order_seq_cst)) return;
-    internal::VarSlot* first;
-    internal::VarSlot* last;
-    std::uint32_t len;
-    {
-      internal::SpinLockGuard push_guard(push_lock);
-      first = inbox_head;
-      last = inbox_tail;
-      len = inbox_len;
-      inbox_head = inbox_tail = nullptr;
-      inbox_len = 0;
-      inbox_pending.store(false, std::memory_order_relaxed);
+    if (queue_head != nullptr) {
+      PublishStateLocked();
+      return;
     }
-    if (first == nullptr) return;
-    queue_head = first;  // the FIFO is empty here
-    queue_tail = last;
-    queue_len = len;
+    const bool stored_idle = PublishStateLocked();
+    // After an earlier store of kIdle, a set flag belongs to a pusher that
+    // settles itself: pulling for it is optional, so a relaxed look will do.
+    if (!inbox_pending.load(stored_idle ? std::memory_order_seq_cst : std::memory_order_relaxed)) {
+      return;
+    }
+    PullInboxLocked();
+    if (queue_head == nullptr) return;
   }
 }
 

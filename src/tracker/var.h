@@ -107,11 +107,10 @@ class alignas(64) Var {
   internal::VarSlot* inbox_head GUARDED_BY(push_lock) = nullptr;
   internal::VarSlot* inbox_tail GUARDED_BY(push_lock) = nullptr;
   std::uint32_t inbox_len GUARDED_BY(push_lock) = 0;
-  // Set when a pusher saw a long FIFO (a chain its worker is draining):
-  // pushes then go to the inbox without touching the grant side's line, until
-  // one finds the FIFO short again.
-  // Written under push_lock, also read (relaxed) by single-var pushes
-  // deciding whether to try the grant side's lock.
+  // Set when a push saw a long FIFO (a chain its worker is draining):
+  // pushes then go to the inbox without touching the grant side's line,
+  // until one finds the FIFO short again. A hint, atomic so that it may be
+  // read and written under either lock.
   std::atomic<bool> chain_mode{false};
   const internal::ThreadedEngine* engine = nullptr;  // set at creation, read-only after
   std::uint64_t profile_id = 0;                      // names the var in profiles; set at creation
@@ -119,14 +118,15 @@ class alignas(64) Var {
   // ---------------- grant side (second cache line): completers -----------
   alignas(64) internal::SpinLock lock;
   // What the grant side promises pushers. Written under lock, only when it
-  // changes; read by pushers without lock (relaxed: ordered by push_lock,
-  // see SettleLocked).
+  // changes; read by pushers without lock (see SettleLocked).
   enum GrantState : std::uint8_t {
-    kIdle,     // no write runs and nothing waits: a pusher settles its slot itself
-    kBusy,     // a write runs, or a few slots wait: a completion will settle
-    kBacklog,  // at least kLongBacklog slots wait: a completion will settle,
-               // and pushers go to the inbox rather than take the grant
-               // side's lock (a chain whose worker is busy on this var)
+    kIdle,     // nothing waits in the FIFO (a function may run): a pusher
+               // whose slot starts the inbox settles the var itself
+    kBusy,     // a few slots wait on running functions: their completion
+               // will settle (pull the inbox)
+    kBacklog,  // at least kLongBacklog slots wait: as kBusy, and pushers go
+               // to the inbox rather than take the grant side's lock (a
+               // chain whose worker is busy on this var)
   };
   // A short FIFO (the next function on a var, W2) is appended to directly:
   // the inbox would add a trip to the pushers' line on completion.
@@ -171,8 +171,9 @@ class alignas(64) Var {
   // every earlier push); returns false when the var was deleted (then grants
   // what it can, and the push must be rejected).
   bool PrepareSingleLocked(internal::GrantList* granted) REQUIRES(lock) EXCLUDES(push_lock);
-  // Step 2: queues `slot` and grants what it can.
-  void QueueSingleLocked(internal::VarSlot* slot, internal::GrantList* granted) REQUIRES(lock);
+  // Step 2: queues `slot` and grants what it can; returns true when `slot`
+  // itself was granted (then it is not in `granted`).
+  bool QueueSingleLocked(internal::VarSlot* slot, internal::GrantList* granted) REQUIRES(lock);
 
   // Append's slow path: the slot starts the inbox.
   AppendResult AppendToEmptyInbox(internal::VarSlot* slot) REQUIRES(push_lock);
@@ -196,22 +197,15 @@ class alignas(64) Var {
  private:
   // Grants from the FIFO's head what the state allows.
   void GrantFromQueueLocked(internal::GrantList* granted) REQUIRES(lock);
-  // Grants, pulling the inbox whenever the FIFO runs dry while no write
-  // runs, then publishes `state`.
+  // Grants, pulling the inbox whenever the FIFO runs dry, and publishes
+  // `state`.
   void SettleLocked(internal::GrantList* granted) REQUIRES(lock) EXCLUDES(push_lock);
-  // Publishes `state` from the fields it summarizes.
-  void PublishStateLocked() REQUIRES(lock) {
-    const GrantState now = queue_len >= kLongBacklog                  ? kBacklog
-                           : (queue_head != nullptr || write_running) ? kBusy
-                                                                      : kIdle;
-    // A store of kIdle is seq_cst: it is followed by a load of
-    // inbox_pending, against the pusher's store of inbox_pending and load of
-    // state (see SettleLocked). Other states promise a completion, which
-    // needs no such order.
-    if (state.load(std::memory_order_relaxed) != now) {
-      state.store(now, now == kIdle ? std::memory_order_seq_cst : std::memory_order_relaxed);
-    }
-  }
+  // Publishes `state` from the FIFO; returns true when it stored kIdle.
+  bool PublishStateLocked() REQUIRES(lock);
+  bool TryGrantNowLocked(internal::VarSlot* slot) REQUIRES(lock);
+  void QueueLocked(internal::VarSlot* slot) REQUIRES(lock);
+  // Moves the inbox to the end of the FIFO and clears inbox_pending.
+  void PullInboxLocked() REQUIRES(lock) EXCLUDES(push_lock);
 };
 
 }  // namespace depengine
