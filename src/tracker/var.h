@@ -18,7 +18,7 @@
 // finishes, a waiting writer at the head of Q is granted; when a writer
 // finishes, the head writer, or else every reader up to the next writer, is
 // granted. Slots move from the inbox to the end of Q whenever Q runs empty
-// while no write runs (Settle).
+// (SettleLocked), or before a one-var push (PrepareSingleLocked).
 //
 // `state` (see GrantState) tells a pusher whether a later completion is
 // certain to come and pull the inbox: then the pusher only appends its slot.
