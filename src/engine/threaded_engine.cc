@@ -701,7 +701,12 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
   }
   const AsyncFn& async = b->prebuilt != nullptr ? b->prebuilt->async_fn : *b->async_fn();
   b->finish_refs.store(2, std::memory_order_relaxed);
-  const std::uint32_t ticket = b->ticket.fetch_add(1, std::memory_order_acq_rel) + 1;
+  // No read-modify-write: between runs only stale callbacks touch the
+  // ticket, and their compare-exchange fails (the value moved on), so this
+  // thread is its only writer here. release: a callback that acquires the
+  // ticket sees the block as this run set it up.
+  const std::uint32_t ticket = b->ticket.load(std::memory_order_relaxed) + 1;
+  b->ticket.store(ticket, std::memory_order_release);
   InlineCompletion inline_completion{b, ticket, false, nullptr};
   InlineCompletion* const outer = tls_inline_completion;
   tls_inline_completion = &inline_completion;
@@ -803,7 +808,13 @@ void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
 }
 
 void ThreadedEngine::ReleaseExecution(OprBlock* b) {
-  if (b->finish_refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // A count of 1 seen here is final (the other holder, if any, has let go,
+  // and acquire sees what it did): skip the read-modify-write, which is the
+  // common case of every sync function.
+  if (b->finish_refs.load(std::memory_order_acquire) != 1 &&
+      b->finish_refs.fetch_sub(1, std::memory_order_acq_rel) != 1) {
+    return;
+  }
   Opr* op = b->prebuilt;
   RecycleBlock(b);
   if (op != nullptr) ReleasePush(op);
