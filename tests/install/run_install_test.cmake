@@ -44,3 +44,8 @@ run_step("configure consumer" ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${consum
   "-DCMAKE_EXE_LINKER_FLAGS=${flags}")
 run_step("build consumer" ${CMAKE_COMMAND} --build ${consumer_build} -j 1)
 run_step("run consumer" ${consumer_build}/consumer)
+if(EXISTS ${consumer_build}/ops_consumer)
+  run_step("run ops consumer" ${consumer_build}/ops_consumer)
+elseif(OPS_EXPECTED)
+  message(FATAL_ERROR "depengine_ops was built but the installed package has no depengine::ops")
+endif()
