@@ -52,16 +52,7 @@ TEST_P(DeleteTest, DeleteFnSeesAsyncWritersFinishedOnAnotherThread) {
   Completer completer;
   DrainGuard drain(engine());
   VarHandle v = engine().NewVariable();
-  for (int i = 0; i < kWriters; ++i) {
-    engine().PushAsync(
-        [&](RunContext, CallbackOnComplete cb) {
-          completer.Post([&, cb] {
-            ++value;
-            cb();
-          });
-        },
-        Context::CPU(), {}, {v});
-  }
+  PushAsyncIncrementsOnCompleter(engine(), completer, v, &value, kWriters);
   engine().DeleteVariable([&](RunContext) { delete_saw = value; }, Context::CPU(), v);
   engine().WaitForAll();
   EXPECT_EQ(delete_saw, kWriters);

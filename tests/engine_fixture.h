@@ -276,6 +276,23 @@ class Completer {
   std::thread thread_;
 };
 
+// Pushes n async writers of `v`, each finishing on `completer`'s thread after
+// it increments *value: the writes happen off the engine's threads, so a
+// later wait or deletion must see them through the callbacks' ordering.
+inline void PushAsyncIncrementsOnCompleter(Engine& engine, Completer& completer, VarHandle v,
+                                           int* value, int n) {
+  for (int i = 0; i < n; ++i) {
+    engine.PushAsync(
+        [&completer, value](RunContext, CallbackOnComplete cb) {
+          completer.Post([value, cb] {
+            ++*value;
+            cb();
+          });
+        },
+        Context::CPU(), {}, {v});
+  }
+}
+
 // Runs `f` and returns the message of the exception of type E it throws,
 // "<no exception>" if it throws nothing, or a description of another
 // exception, so that EXPECT_THAT(..., HasSubstr(...)) reports clearly.

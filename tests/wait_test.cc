@@ -18,16 +18,7 @@ TEST_P(WaitTest, WaitForVarSeesEveryEarlierWriterFinishedOnAnotherThread) {
   Completer completer;
   DrainGuard drain(engine());
   VarHandle v = engine().NewVariable();
-  for (int i = 0; i < kWriters; ++i) {
-    engine().PushAsync(
-        [&](RunContext, CallbackOnComplete cb) {
-          completer.Post([&, cb] {
-            ++value;
-            cb();
-          });
-        },
-        Context::CPU(), {}, {v});
-  }
+  PushAsyncIncrementsOnCompleter(engine(), completer, v, &value, kWriters);
   engine().WaitForVar(v);
   EXPECT_EQ(value, kWriters);
 }
