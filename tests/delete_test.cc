@@ -15,7 +15,7 @@ class DeleteTest : public EngineTest {};
 
 TEST_P(DeleteTest, DeleteFnRunsAfterEveryEarlierReaderAndWriter) {
   constexpr int kReaders = 8;
-  int value = 0;                  // plain
+  int value = 0;  // plain
   bool reader_done[kReaders] = {};
   int delete_saw_value = -1;
   int delete_saw_readers = -1;

@@ -392,8 +392,9 @@ class EngineTest : public ::testing::TestWithParam<EngineParam> {
   std::unique_ptr<Engine> engine_;
 };
 
-#define DEPENGINE_INSTANTIATE_ALL_ENGINES(suite)                                         \
-  INSTANTIATE_TEST_SUITE_P(Engines, suite, ::testing::ValuesIn(::depengine::test::AllEngineParams()), \
+#define DEPENGINE_INSTANTIATE_ALL_ENGINES(suite)                                      \
+  INSTANTIATE_TEST_SUITE_P(Engines, suite,                                            \
+                           ::testing::ValuesIn(::depengine::test::AllEngineParams()), \
                            ::depengine::test::ParamName)
 
 }  // namespace depengine::test

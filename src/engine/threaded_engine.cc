@@ -75,6 +75,14 @@ struct ThreadedEngine::WorkerTls {
   // generation, and whenever the queue is empty (so before sleeping).
   std::int64_t done[2] = {0, 0};
   static constexpr std::int64_t kFlushEvery = 64;
+  // Finished pushes of one prebuilt operator not yet subtracted from its
+  // Opr::pushes: a worker running pushes of the same operator back to back
+  // (W5) would otherwise move that counter's line between the pusher's core
+  // and its own on every push. Flushed on a change of operator, every
+  // kFlushEvery, and before `done` is (so that a WaitForAll that returns has
+  // seen every deleted operator freed).
+  Opr* released_op = nullptr;
+  std::uint32_t released = 0;
 };
 namespace {
 thread_local void* tls_worker_raw = nullptr;  // ThreadedEngine::WorkerTls*
@@ -335,6 +343,15 @@ void ThreadedEngine::DeleteOperator(OprHandle op) {
                            (name != nullptr ? name : "<unnamed>") + "' was already deleted");
   }
   if (prev == 0) FreeOpr(op);
+}
+
+void ThreadedEngine::FlushReleasedPushes(WorkerTls& w) {
+  if (w.released == 0) return;
+  Opr* op = w.released_op;
+  const std::uint32_t n = w.released;
+  w.released_op = nullptr;
+  w.released = 0;
+  if (op->pushes.fetch_sub(n, std::memory_order_acq_rel) == Opr::kDeleteRequested + n) FreeOpr(op);
 }
 
 void ThreadedEngine::ReleasePush(Opr* op) {
@@ -643,11 +660,13 @@ void ThreadedEngine::WorkerLoop(WorkerPool& pool, int index, void* stream) {
   tls_worker_raw = &tls;
   auto flush = [&](int slot) {
     if (tls.done[slot] != 0) {
+      FlushReleasedPushes(tls);
       SubtractPending(slot, tls.done[slot]);
       tls.done[slot] = 0;
     }
   };
   auto flush_all = [&] {
+    FlushReleasedPushes(tls);
     flush(0);
     flush(1);
   };
@@ -661,6 +680,7 @@ void ThreadedEngine::WorkerLoop(WorkerPool& pool, int index, void* stream) {
   }
   flush(0);
   flush(1);
+  FlushReleasedPushes(tls);
   tls_worker_raw = nullptr;
 }
 
@@ -817,7 +837,17 @@ void ThreadedEngine::ReleaseExecution(OprBlock* b) {
   }
   Opr* op = b->prebuilt;
   RecycleBlock(b);
-  if (op != nullptr) ReleasePush(op);
+  if (op == nullptr) return;
+  auto* w = static_cast<WorkerTls*>(tls_worker_raw);
+  if (w == nullptr || w->engine != this) {
+    ReleasePush(op);
+    return;
+  }
+  if (w->released_op != op || w->released == WorkerTls::kFlushEvery) {
+    FlushReleasedPushes(*w);
+    w->released_op = op;
+  }
+  ++w->released;
 }
 
 void ThreadedEngine::RecycleBlock(OprBlock* b) {
@@ -847,6 +877,7 @@ void ThreadedEngine::FinishPending(int slot) {
   auto* w = static_cast<WorkerTls*>(tls_worker_raw);
   if (w != nullptr && w->engine == this) {
     if (++w->done[slot] >= WorkerTls::kFlushEvery) {
+      FlushReleasedPushes(*w);
       SubtractPending(slot, w->done[slot]);
       w->done[slot] = 0;
     }

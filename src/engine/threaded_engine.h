@@ -101,6 +101,8 @@ class ThreadedEngine : public Engine {
   void ReleaseExecution(OprBlock* b);
   void RecycleBlock(OprBlock* b);
   void ReleasePush(Opr* op);
+  // Subtracts a worker's batched finished pushes from their operator.
+  void FlushReleasedPushes(WorkerTls& w);
   void FreeOpr(Opr* op);
   void FreeVar(Var* v);
 

@@ -72,8 +72,10 @@ class Opr {
 
   // Pushes in flight, plus kDeleteRequested. Whoever moves it to exactly
   // kDeleteRequested (no pushes left) frees the Opr. acq_rel: the freeing
-  // thread must see every push's last use of the Opr.
-  std::atomic<std::uint32_t> pushes{0};
+  // thread must see every push's last use of the Opr. On its own cache line:
+  // pushers increment it and workers decrement it, and the fields above are
+  // read by every Push.
+  alignas(64) std::atomic<std::uint32_t> pushes{0};
 
   // The engine's list of live operators; guarded by its live_mu_.
   Opr* live_prev = nullptr;
