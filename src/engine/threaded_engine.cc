@@ -422,6 +422,14 @@ void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx
   std::uint32_t i = 0;
   for (Var* v : const_vars) slots[i++] = VarSlot(v, b, false);
   for (Var* v : mutable_vars) slots[i++] = VarSlot(v, b, true);
+  if (n <= 1) {
+    // Nothing to sort or merge. Reading the slot back here would stall the
+    // push: it was just stored, into a line that is usually still on its
+    // way from the worker that finished the block last.
+    Enqueue(b, call, kind == OprKind::kDeleteVar, false);
+    reservation.Commit();
+    return;
+  }
   auto by_var = [](const VarSlot& a, const VarSlot& c) {
     return a.var < c.var || (a.var == c.var && a.write() < c.write());
   };
@@ -446,7 +454,8 @@ void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx
       }
       continue;
     }
-    slots[out++] = slots[k];
+    if (out != k) slots[out] = slots[k];
+    ++out;
   }
   b->ResizeSlots(out);
   Enqueue(b, call, kind == OprKind::kDeleteVar, false);

@@ -105,7 +105,7 @@ struct OprBlock {
   OprBlock& operator=(const OprBlock&) = delete;
   ~OprBlock() {
     ResetFn();
-    if (slot_data_ != slot_inline_) delete[] slot_data_;
+    if (heap_slots()) delete[] slot_data_;
   }
 
   // --- set by the pusher before the block is published; read-only after ---
@@ -116,7 +116,15 @@ struct OprBlock {
 
  private:
   std::uint8_t prop_ = 0;  // a FnProperty, in one byte
-  enum : std::uint8_t { kNoFn, kSyncFn, kAsyncFn } fn_state_ = kNoFn;
+  enum : std::uint8_t { kNoFn = 0, kSyncFn = 1, kAsyncFn = 2, kFnMask = 3, kHeapSlots = 4 };
+  // Bits 0-1: which function fn_ holds (kNoFn, kSyncFn, kAsyncFn). Bit 2
+  // (kHeapSlots): slot_data_ is a kept heap array. In the first cache line,
+  // so that a push of one var sets up its slot with stores only (see
+  // ResizeSlots).
+  std::uint8_t fn_state_ = kNoFn;
+  std::uint8_t fn() const { return fn_state_ & kFnMask; }
+  bool heap_slots() const { return (fn_state_ & kHeapSlots) != 0; }
+  void set_fn(std::uint8_t f) { fn_state_ = static_cast<std::uint8_t>((fn_state_ & ~kFnMask) | f); }
 
  public:
   Opr* prebuilt = nullptr;  // the operator pushed; nullptr for a one-shot push
@@ -169,30 +177,40 @@ struct OprBlock {
   void SetSync(SyncFn&& f) {
     ResetFn();
     new (&fn_.sync) SyncFn(std::move(f));
-    fn_state_ = kSyncFn;
+    set_fn(kSyncFn);
   }
   void SetAsync(AsyncFn&& f) {
     ResetFn();
     new (&fn_.async) AsyncFn(std::move(f));
-    fn_state_ = kAsyncFn;
+    set_fn(kAsyncFn);
   }
   // Destroys the function and what its closure captured.
   void ResetFn() {
-    if (fn_state_ == kSyncFn) fn_.sync.~SyncFn();
-    if (fn_state_ == kAsyncFn) fn_.async.~AsyncFn();
-    fn_state_ = kNoFn;
+    if (fn() == kSyncFn) fn_.sync.~SyncFn();
+    if (fn() == kAsyncFn) fn_.async.~AsyncFn();
+    set_fn(kNoFn);
   }
-  const SyncFn* sync_fn() const { return fn_state_ == kSyncFn ? &fn_.sync : nullptr; }
-  const AsyncFn* async_fn() const { return fn_state_ == kAsyncFn ? &fn_.async : nullptr; }
+  const SyncFn* sync_fn() const { return fn() == kSyncFn ? &fn_.sync : nullptr; }
+  const AsyncFn* async_fn() const { return fn() == kAsyncFn ? &fn_.async : nullptr; }
 
   // --- the slots: one per var, sorted by var address ---
   // Makes room for n slots (n <= kMaxVars) and sets the count to n; a heap
   // array, once grown, is kept for the block's next uses.
   void ResizeSlots(std::uint32_t n) {
+    if (n <= 1 && !heap_slots()) {
+      // Stores only: the second cache line of a recycled block is usually
+      // still in the worker's cache that finished it, and a load here would
+      // stall the push on that transfer (later loads forward from these
+      // stores instead).
+      slot_data_ = slot_inline_;
+      slot_size_ = static_cast<std::uint16_t>(n);
+      return;
+    }
     if (n > slot_cap_) {
-      if (slot_data_ != slot_inline_) delete[] slot_data_;
+      if (heap_slots()) delete[] slot_data_;
       slot_data_ = new VarSlot[n];
       slot_cap_ = static_cast<std::uint16_t>(n);
+      fn_state_ |= kHeapSlots;
     }
     slot_size_ = static_cast<std::uint16_t>(n);
   }
