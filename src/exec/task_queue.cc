@@ -122,18 +122,8 @@ OprBlock* TaskQueue::TryDequeueFifo() {
     next = Next(h).load(std::memory_order_acquire);
   }
   if (next == nullptr) {
-    // h looks like the last block. A pusher keeping pace with the workers
-    // usually links the next one within a few hundred cycles: waiting that
-    // long spares the stub push below, whose exchange of the tail would
-    // bounce the producers' line to this core on every block.
-    for (int i = 0; i < kLastBlockPatience && next == nullptr; ++i) {
-      SpinLock::Pause();
-      next = Next(h).load(std::memory_order_acquire);
-    }
-  }
-  if (next == nullptr) {
-    // If a producer already swapped in a newer tail, it has not linked h to
-    // it yet: come back later.
+    // h looks like the last block. If a producer already swapped in a newer
+    // tail, it has not linked h to it yet: come back later.
     if (tail_.load(std::memory_order_acquire) != h) return nullptr;
     // Put the stub behind h so that h can leave the queue.
     LinkFifo(&stub_, &stub_);

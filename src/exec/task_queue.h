@@ -75,9 +75,6 @@ class TaskQueue {
   // Spins before a worker sleeps: a short wait is far cheaper than a futex
   // round trip when work arrives at a high rate.
   static constexpr int kSpinRounds = 64;
-  // Pauses a worker waits for a successor of the last block before it
-  // takes that block by pushing the stub (see TryDequeueFifo).
-  static constexpr int kLastBlockPatience = 8;
 
   static std::atomic_ref<OprBlock*> Next(OprBlock* b) {
     return std::atomic_ref<OprBlock*>(b->queue_next);
