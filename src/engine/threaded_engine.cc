@@ -562,15 +562,8 @@ void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted,
     GrantList granted;
     for (int i = 0; i < settle_count; ++i) settle_inline[i]->Settle(&granted);
     for (Var* v : settle_more) v->Settle(&granted);
-    for (int i = 0; i < granted.size; ++i) {
-      OprBlock* g = granted.data[i];
-      if (g == b) {
-        ++taken;  // the hold keeps b from being recycled: its address is b's
-      } else if (g->Grant()) {
-        if (g->profile != nullptr) Profiler::MarkReady(g->profile);
-        Dispatch(g);
-      }
-    }
+    // The hold keeps b from being recycled, so a granted b is this push's.
+    taken += HandOutGrants(granted, b);
   }
   // Every grant taken here: nobody else saw a slot of b wait, so no other
   // thread touches b->wait and the atomic update can be skipped.
@@ -579,6 +572,20 @@ void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted,
     if (b->profile != nullptr) Profiler::MarkReady(b->profile);
     Dispatch(b);
   }
+}
+
+int ThreadedEngine::HandOutGrants(const GrantList& granted, const OprBlock* self) {
+  int self_grants = 0;
+  for (int i = 0; i < granted.size; ++i) {
+    OprBlock* g = granted.data[i];
+    if (g == self) {
+      ++self_grants;
+    } else if (g->Grant()) {
+      if (g->profile != nullptr) Profiler::MarkReady(g->profile);
+      Dispatch(g);
+    }
+  }
+  return self_grants;
 }
 
 // The common push, one var, with the var's grant-side lock free: one lock
@@ -600,15 +607,8 @@ bool ThreadedEngine::PushSingle(OprBlock* b, const char* call) NO_THREAD_SAFETY_
     self_ready = v->QueueSingleLocked(&slot, &granted);
   }
   v->lock.unlock();
-  for (int i = 0; i < granted.size; ++i) {
-    OprBlock* g = granted.data[i];
-    if (g == b) {
-      self_ready = true;  // b's one slot, granted here: nobody else holds b
-    } else if (g->Grant()) {
-      if (g->profile != nullptr) Profiler::MarkReady(g->profile);
-      Dispatch(g);
-    }
-  }
+  // b's one slot, granted here: nobody else holds b.
+  if (HandOutGrants(granted, b) > 0) self_ready = true;
   if (!live) {
     RecycleBlock(b);
     throw std::invalid_argument(Named(call, "var was deleted"));
@@ -823,13 +823,7 @@ void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
     MutexLock lock(failures_mu_);
     failed_vars_.insert(newly_failed.begin(), newly_failed.end());
   }
-  for (int i = 0; i < granted.size; ++i) {
-    OprBlock* g = granted.data[i];
-    if (g->Grant()) {
-      if (g->profile != nullptr) Profiler::MarkReady(g->profile);
-      Dispatch(g);
-    }
-  }
+  HandOutGrants(granted, nullptr);
   if (w != nullptr && --w->completing == 0) w->FlushBatch();
   ReleaseExecution(b);
   if (options_.max_in_flight > 0) ReleaseInFlight();

@@ -92,6 +92,10 @@ class ThreadedEngine : public Engine {
   // nothing is queued, b is recycled and the error is thrown. `profiling`:
   // record this push even when the engine is not recording everything.
   void Enqueue(OprBlock* b, const char* call, bool mark_deleted, bool profiling);
+  // Takes one grant for each block in `granted` and dispatches those that
+  // became ready, except `self` (a block whose push is still under way):
+  // returns how many of the grants were self's.
+  int HandOutGrants(const GrantList& granted, const OprBlock* self);
   // Enqueue's fast path for a function with one var; false: not taken.
   bool PushSingle(OprBlock* b, const char* call);
   void Execute(OprBlock* b, void* stream);

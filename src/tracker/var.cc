@@ -31,6 +31,13 @@ bool Var::TryGrantNowLocked(internal::VarSlot* slot) {
   return true;
 }
 
+bool Var::GrantOrQueueLocked(internal::VarSlot* slot) {
+  if (TryGrantNowLocked(slot)) return true;
+  QueueLocked(slot);
+  PublishStateLocked();  // not kIdle: the FIFO is not empty
+  return false;
+}
+
 void Var::QueueLocked(internal::VarSlot* slot) {
   slot->next = nullptr;
   if (queue_tail == nullptr) {
@@ -100,12 +107,7 @@ Var::AppendResult Var::Append(internal::VarSlot* slot, bool* granted) {
     chain_mode.store(false, std::memory_order_relaxed);
   }
   if (lock.try_lock()) {
-    if (TryGrantNowLocked(slot)) {
-      *granted = true;
-    } else {
-      QueueLocked(slot);
-      PublishStateLocked();  // not kIdle: the FIFO is not empty
-    }
+    *granted = GrantOrQueueLocked(slot);
     lock.unlock();
     return AppendResult::kDone;
   }
@@ -141,12 +143,7 @@ bool Var::PrepareSingleLocked(internal::GrantList* granted) {
 bool Var::QueueSingleLocked(internal::VarSlot* slot, internal::GrantList* granted) {
   // The common case: nothing waits, so the slot is granted here and no
   // state changes (a running write does not leave kIdle; see GrantState).
-  if (queue_head == nullptr) {
-    if (TryGrantNowLocked(slot)) return true;
-    QueueLocked(slot);
-    PublishStateLocked();
-    return false;
-  }
+  if (queue_head == nullptr) return GrantOrQueueLocked(slot);
   QueueLocked(slot);
   GrantFromQueueLocked(granted);  // the pulled inbox may hold grantable slots
   PublishStateLocked();

@@ -204,6 +204,8 @@ class alignas(64) Var {
   bool PublishStateLocked() REQUIRES(lock);
   bool TryGrantNowLocked(internal::VarSlot* slot) REQUIRES(lock);
   void QueueLocked(internal::VarSlot* slot) REQUIRES(lock);
+  // Grants `slot` at once (true) or queues it and publishes `state`.
+  bool GrantOrQueueLocked(internal::VarSlot* slot) REQUIRES(lock);
   // Moves the inbox to the end of the FIFO and clears inbox_pending.
   void PullInboxLocked() REQUIRES(lock) EXCLUDES(push_lock);
 };
