@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "alloc_counter.h"
@@ -133,6 +134,52 @@ TEST_P(OperatorTest, PushAfterDeleteOperatorIsRejectedWhileTheLastPushFinishes) 
         << "round " << round;
     engine().WaitForAll();
   }
+}
+
+TEST_P(OperatorTest, DeletedOperatorsAreFreedByTheTimeWaitForAllReturns) {
+  // Operators pushed round robin from several threads (each finished push
+  // counted on a worker, in batches), deleted with pushes still pending or
+  // with none at all: once WaitForAll returns, every deleted operator's
+  // closure is gone, with the engine still alive.
+  constexpr int kOperators = 8;
+  constexpr int kThreads = 3;
+  constexpr int kRounds = 200;
+  auto sentinel = std::make_shared<int>(0);
+  std::atomic<int> runs{0};
+  DrainGuard drain(engine());
+  std::vector<VarHandle> vars;
+  std::vector<OprHandle> ops;
+  for (int k = 0; k < kOperators; ++k) {
+    vars.push_back(engine().NewVariable());
+    ops.push_back(engine().NewOperator(
+        [&runs, sentinel](RunContext, CallbackOnComplete cb) {
+          runs.fetch_add(1, std::memory_order_relaxed);
+          cb();
+        },
+        {}, {vars.back()}));
+  }
+  OprHandle never_pushed = engine().NewOperator(
+      [sentinel](RunContext, CallbackOnComplete cb) { cb(); }, {vars[0]}, {});
+  engine().DeleteOperator(never_pushed);
+  {
+    Hold hold(engine(), {}, {vars[0]});  // keeps operator 0's pushes pending
+    ASSERT_TRUE(hold.WaitStarted());
+    std::vector<std::thread> pushers;
+    for (int t = 0; t < kThreads; ++t) {
+      pushers.emplace_back([&] {
+        for (int r = 0; r < kRounds; ++r) {
+          for (OprHandle op : ops) engine().Push(op, Context::CPU());
+        }
+      });
+    }
+    for (std::thread& t : pushers) t.join();
+    for (OprHandle op : ops) engine().DeleteOperator(op);
+    hold.Release();
+  }
+  engine().WaitForAll();
+  EXPECT_EQ(runs.load(), kOperators * kThreads * kRounds);
+  EXPECT_EQ(sentinel.use_count(), 1) << "a deleted operator outlived WaitForAll";
+  for (VarHandle v : vars) engine().DeleteVariable([](RunContext) {}, Context::CPU(), v);
 }
 
 TEST_P(OperatorTest, OperatorsNeverDeletedAreFreedWithTheEngine) {

@@ -75,10 +75,9 @@ struct ThreadedEngine::WorkerTls {
   // generation, and whenever the queue is empty (so before sleeping).
   std::int64_t done[2] = {0, 0};
   static constexpr std::int64_t kFlushEvery = 64;
-  // Finished pushes of one prebuilt operator not yet subtracted from its
-  // Opr::pushes: a worker running pushes of the same operator back to back
-  // (W5) would otherwise move that counter's line between the pusher's core
-  // and its own on every push. Flushed on a change of operator, every
+  // Finished pushes of one prebuilt operator not yet added to its
+  // Opr::finished: a worker running pushes of the same operator back to
+  // back (W5) updates that counter once per batch. Flushed on a change of operator, every
   // kFlushEvery, and before `done` is (so that a WaitForAll that returns has
   // seen every deleted operator freed).
   Opr* released_op = nullptr;
@@ -318,7 +317,8 @@ OprHandle ThreadedEngine::NewOperator(AsyncFn fn, const std::vector<VarHandle>& 
   op->prop = prop;
   op->name = opr_name;
   op->engine = this;
-  op->pushes.store(0, std::memory_order_relaxed);
+  op->pushed.store(0, std::memory_order_relaxed);
+  op->finished.store(0, std::memory_order_relaxed);
   op->magic.store(Opr::kLive, std::memory_order_relaxed);
   MutexLock lock(live_mu_);
   op->live_prev = nullptr;
@@ -337,12 +337,12 @@ void ThreadedEngine::DeleteOperator(OprHandle op) {
   // Named before the update: once the delete bit is set, a finishing push
   // may free the operator at any moment.
   const char* name = op->name;
-  std::uint32_t prev = op->pushes.fetch_or(Opr::kDeleteRequested, std::memory_order_acq_rel);
-  if (prev & Opr::kDeleteRequested) {
+  const std::uint64_t counted = op->pushed.fetch_or(Opr::kDeleteRequested, std::memory_order_acq_rel);
+  if (counted & Opr::kDeleteRequested) {
     throw std::logic_error(std::string("DeleteOperator: operator '") +
                            (name != nullptr ? name : "<unnamed>") + "' was already deleted");
   }
-  if (prev == 0) FreeOpr(op);
+  FinishPushes(op, Opr::kDeleteRequested - counted);
 }
 
 void ThreadedEngine::FlushReleasedPushes(WorkerTls& w) {
@@ -351,11 +351,11 @@ void ThreadedEngine::FlushReleasedPushes(WorkerTls& w) {
   const std::uint32_t n = w.released;
   w.released_op = nullptr;
   w.released = 0;
-  if (op->pushes.fetch_sub(n, std::memory_order_acq_rel) == Opr::kDeleteRequested + n) FreeOpr(op);
+  FinishPushes(op, n);
 }
 
-void ThreadedEngine::ReleasePush(Opr* op) {
-  if (op->pushes.fetch_sub(1, std::memory_order_acq_rel) == Opr::kDeleteRequested + 1) FreeOpr(op);
+void ThreadedEngine::FinishPushes(Opr* op, std::uint64_t n) {
+  if (op->finished.fetch_add(n, std::memory_order_acq_rel) + n == Opr::kDeleteRequested) FreeOpr(op);
 }
 
 void ThreadedEngine::FreeOpr(Opr* op) {
@@ -470,9 +470,9 @@ void ThreadedEngine::Push(OprHandle op, Context exec_ctx, int priority, bool pro
   }
   if (exec_ctx.dev_type != DeviceType::kCPU || exec_ctx.dev_id != 0) CheckContext(exec_ctx, call);
   CheckPriority(priority, call);
-  const char* name = op->name;  // see DeleteOperator: read before ReleasePush may free op
-  if (op->pushes.fetch_add(1, std::memory_order_acq_rel) & Opr::kDeleteRequested) {
-    ReleasePush(op);
+  const char* name = op->name;  // see DeleteOperator: read before the Opr may be freed
+  if (op->pushed.fetch_add(1, std::memory_order_acq_rel) & Opr::kDeleteRequested) {
+    // Not counted by DeleteOperator, so nothing to finish.
     throw std::logic_error(std::string("Push: operator '") +
                            (name != nullptr ? name : "<unnamed>") + "' was deleted");
   }
@@ -480,7 +480,7 @@ void ThreadedEngine::Push(OprHandle op, Context exec_ctx, int priority, bool pro
   try {
     reservation.emplace(this, true);
   } catch (...) {
-    ReleasePush(op);
+    FinishPushes(op, 1);
     throw;
   }
   OprBlock* b = BlockPool::Allocate();
@@ -843,7 +843,7 @@ void ThreadedEngine::ReleaseExecution(OprBlock* b) {
   if (op == nullptr) return;
   auto* w = static_cast<WorkerTls*>(tls_worker_raw);
   if (w == nullptr || w->engine != this) {
-    ReleasePush(op);
+    FinishPushes(op, 1);
     return;
   }
   if (w->released_op != op || w->released == WorkerTls::kFlushEvery) {

@@ -104,8 +104,10 @@ class ThreadedEngine : public Engine {
   void Complete(OprBlock* b, const FailurePtr& failure);
   void ReleaseExecution(OprBlock* b);
   void RecycleBlock(OprBlock* b);
-  void ReleasePush(Opr* op);
-  // Subtracts a worker's batched finished pushes from their operator.
+  // Adds n to op->finished (n finished pushes, or DeleteOperator's share);
+  // frees op when that completes a requested deletion.
+  void FinishPushes(Opr* op, std::uint64_t n);
+  // Adds a worker's batched finished pushes to their operator.
   void FlushReleasedPushes(WorkerTls& w);
   void FreeOpr(Opr* op);
   void FreeVar(Var* v);

@@ -54,9 +54,9 @@ class Opr {
  public:
   static constexpr std::uint32_t kLive = 0x4f50524cu;  // "OPRL"
   static constexpr std::uint32_t kDead = 0xdeadbeefu;
-  // Bit of `pushes` that records DeleteOperator; the rest counts pushes in
-  // flight.
-  static constexpr std::uint32_t kDeleteRequested = 1u << 31;
+  // Bit of `pushed` that records DeleteOperator; also the value `finished`
+  // reaches when the last push of a deleted operator finishes.
+  static constexpr std::uint64_t kDeleteRequested = std::uint64_t{1} << 62;
 
   Opr* pool_next = nullptr;  // owned by ObjectPool while free
 
@@ -67,15 +67,24 @@ class Opr {
   const internal::ThreadedEngine* engine = nullptr;
   // Sorted by address, no duplicates, with their write flags.
   std::vector<std::pair<Var*, bool>> vars;
-  // Rejects stale handles (relaxed: best effort; `pushes` is authoritative).
+  // Rejects stale handles (relaxed: best effort; `pushed` is authoritative).
   std::atomic<std::uint32_t> magic{kDead};
 
-  // Pushes in flight, plus kDeleteRequested. Whoever moves it to exactly
-  // kDeleteRequested (no pushes left) frees the Opr. acq_rel: the freeing
-  // thread must see every push's last use of the Opr. On its own cache line:
-  // pushers increment it and workers decrement it, and the fields above are
-  // read by every Push.
-  alignas(64) std::atomic<std::uint32_t> pushes{0};
+  // Two counters, each on its own cache line, rather than one count of
+  // pushes in flight: pushers write only `pushed` and completions only
+  // `finished`, so an operator pushed round robin among many (W5) does not
+  // move a line between the pushing core and a worker's on every push.
+  //
+  // Pushes accepted, plus kDeleteRequested once DeleteOperator ran (a push
+  // that finds the bit set is rejected). Pushers' fetch_add, DeleteOperator's
+  // fetch_or: one total order decides which pushes DeleteOperator counted.
+  alignas(64) std::atomic<std::uint64_t> pushed{0};
+  // Pushes finished, plus kDeleteRequested minus the pushes DeleteOperator
+  // counted, added by DeleteOperator: the one update that takes it to
+  // exactly kDeleteRequested (every counted push finished, after the
+  // deletion) frees the Opr. It only grows, so exactly one update does.
+  // acq_rel: the freeing thread must see every push's last use of the Opr.
+  alignas(64) std::atomic<std::uint64_t> finished{0};
 
   // The engine's list of live operators; guarded by its live_mu_.
   Opr* live_prev = nullptr;
