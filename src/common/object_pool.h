@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <new>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -56,7 +57,32 @@ class ObjectPool {
   struct Global {
     std::mutex mu;
     std::vector<std::pair<T*, int>> batches;   // guarded by mu: free lists and their lengths
-    std::vector<std::unique_ptr<T[]>> chunks;  // guarded by mu: all storage
+    // Storage: objects are carved kBatch at a time out of large regions, so
+    // that a pending function costs sizeof(T) and nothing more (an
+    // allocation per chunk would add its header and alignment padding).
+    std::vector<void*> regions;     // guarded by mu: all storage, never freed
+    char* region_next = nullptr;    // guarded by mu: the unused rest of the newest region
+    std::size_t region_left = 0;    // guarded by mu
+
+    // Makes kBatch constructed objects, linked through pool_next.
+    T* NewChunk() {
+      constexpr std::size_t kChunkBytes = sizeof(T) * kBatch;
+      constexpr std::size_t kRegionBytes = kChunkBytes * 256;  // 4 MiB for 128-byte objects
+      if (region_left < kChunkBytes) {
+        void* region = ::operator new(kRegionBytes, std::align_val_t{alignof(T)});
+        regions.push_back(region);
+        region_next = static_cast<char*>(region);
+        region_left = kRegionBytes;
+      }
+      // sizeof(T) is a multiple of alignof(T), so every chunk stays aligned.
+      T* chunk = reinterpret_cast<T*>(region_next);
+      region_next += kChunkBytes;
+      region_left -= kChunkBytes;
+      for (int i = 0; i < kBatch; ++i) new (&chunk[i]) T;
+      for (int i = 0; i < kBatch; ++i)
+        chunk[i].pool_next = i + 1 < kBatch ? &chunk[i + 1] : nullptr;
+      return chunk;
+    }
   };
   // Never destroyed: thread caches may hand objects back during static
   // destruction, and the storage stays reachable (not a leak).
@@ -84,11 +110,7 @@ class ObjectPool {
         g.batches.pop_back();
         return;
       }
-      g.chunks.emplace_back(new T[kBatch]);
-      T* chunk = g.chunks.back().get();
-      for (int i = 0; i < kBatch; ++i)
-        chunk[i].pool_next = i + 1 < kBatch ? &chunk[i + 1] : nullptr;
-      head = chunk;
+      head = g.NewChunk();
       count = kBatch;
     }
 
