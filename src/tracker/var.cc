@@ -155,6 +155,18 @@ void Var::Settle(internal::GrantList* granted) {
   SettleLocked(granted);
 }
 
+namespace {
+
+inline void GrantOwner(internal::OprBlock* owner, internal::GrantList* granted) {
+  // The caller updates owner->wait right after: starting every owner's
+  // fetch here lets the misses of a wide grant (W3's fan) overlap instead of
+  // stalling one locked update after another.
+  __builtin_prefetch(owner, 1);
+  granted->Add(owner);
+}
+
+}  // namespace
+
 void Var::GrantFromQueueLocked(internal::GrantList* granted) {
   internal::VarSlot* s = queue_head;
   // Owners are recorded, not slots: a granted owner may finish and be
@@ -163,18 +175,24 @@ void Var::GrantFromQueueLocked(internal::GrantList* granted) {
     if (s->write()) {
       if (running_reads > 0) break;
       write_running = true;
-      granted->Add(s->owner());
+      GrantOwner(s->owner(), granted);
       s = s->next;
       --queue_len;
       break;
     }
     ++running_reads;
-    granted->Add(s->owner());
+    GrantOwner(s->owner(), granted);
     s = s->next;
     --queue_len;
   }
   queue_head = s;
-  if (queue_head == nullptr) queue_tail = nullptr;
+  if (queue_head == nullptr) {
+    queue_tail = nullptr;
+  } else {
+    // The slot the next grant reads was usually pushed long ago (the pusher
+    // runs ahead) and is cold: fetch it while the functions granted now run.
+    __builtin_prefetch(s);
+  }
 }
 
 // Why no slot is left in the inbox. A pusher that starts the inbox stores
