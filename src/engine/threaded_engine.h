@@ -102,6 +102,7 @@ class ThreadedEngine : public Engine {
   // Finishes b: marks its written vars failed if `failure`, releases its
   // vars, dispatches what that made ready.
   void Complete(OprBlock* b, const FailurePtr& failure);
+  static void PrefetchSlots(const OprBlock& b);
   void ReleaseExecution(OprBlock* b);
   void RecycleBlock(OprBlock* b);
   // Adds n to op->finished (n finished pushes, or DeleteOperator's share);
