@@ -11,6 +11,9 @@
 // of kBatch through a global list, so no thread's cache grows without bound.
 // Memory ordering: the global list is guarded by a mutex, which orders every
 // write to an object before its reuse on another thread.
+//
+// kClass keeps apart pools of one type whose objects differ in what they
+// keep across uses (blocks with and without a heap slot array).
 #pragma once
 
 #include <pthread.h>
@@ -24,7 +27,7 @@
 
 namespace depengine::internal {
 
-template <class T>
+template <class T, int kClass = 0>
 class ObjectPool {
  public:
   static constexpr int kBatch = 128;

@@ -226,6 +226,8 @@ struct alignas(128) OprBlock {
     }
     slot_size_ = static_cast<std::uint16_t>(n);
   }
+  // Whether the block keeps a heap slot array (it was used for several vars).
+  bool keeps_heap_slots() const { return heap_slots(); }
   std::span<VarSlot> slots() { return {slot_data_, slot_size_}; }
   std::span<const VarSlot> slots() const { return {slot_data_, slot_size_}; }
 
