@@ -791,12 +791,31 @@ void ThreadedEngine::CompleteCallback(void* param, std::uint64_t ticket, std::ex
   Complete(b, error ? RecordFailure(error) : nullptr);
 }
 
-// The completion reads a block's slots, pushed long ago and cold when the
-// pusher runs ahead, and for several vars they sit in a separate heap array:
-// start fetching them before the function runs.
+// Starts fetching, before the function runs, what its completion touches
+// next, pushed long ago and cold when the pusher runs ahead.
+//
+// One var: the completion grants the next waiting use, whose owner's `wait`
+// it updates at once (W2, W5 with many operators). A slot taken off the
+// var's FIFO keeps its `next`, which nobody writes once the slot is granted
+// (a granted slot is out of the FIFO, and the grant under the var's lock
+// happens before this run), so reading it here is race-free; it names the
+// successor queued behind this use at grant time, if any. That successor's
+// slot is inline (one-var blocks come from their own pool), so its block is
+// the 128-byte-aligned pair of lines around it. Should the successor have
+// run and its block been reused since, the prefetch is merely wasted.
+//
+// Several vars: the completion walks the slots, in a separate heap array.
 void ThreadedEngine::PrefetchSlots(const OprBlock& b) {
   const std::span<const VarSlot> slots = b.slots();
-  if (slots.size() < 2) return;  // the inline slot shares the block's lines
+  if (slots.size() == 1) {
+    if (const VarSlot* next = slots[0].next) {
+      const auto line_pair = reinterpret_cast<std::uintptr_t>(next) & ~std::uintptr_t{127};
+      __builtin_prefetch(reinterpret_cast<const void*>(line_pair), 1);
+      __builtin_prefetch(reinterpret_cast<const void*>(line_pair + 64), 1);
+    }
+    return;
+  }
+  if (slots.empty()) return;
   const char* first = reinterpret_cast<const char*>(slots.data());
   const char* last = reinterpret_cast<const char*>(slots.data() + slots.size()) - 1;
   for (const char* p = first; p <= last; p += 64) __builtin_prefetch(p);

@@ -41,7 +41,9 @@ class ThreadedEngine;
 // OprBlock, and is linked into the var's queue while it waits.
 struct VarSlot {
   Var* var = nullptr;
-  VarSlot* next = nullptr;  // next waiting slot; guarded by var->lock
+  // Next waiting slot; guarded by var->lock while queued (push_lock in the
+  // inbox). Left as it was once the slot is granted (see PrefetchSlots).
+  VarSlot* next = nullptr;
 
   VarSlot() = default;
   VarSlot(Var* v, OprBlock* owner, bool write)
