@@ -401,12 +401,37 @@ void ThreadedEngine::PushSyncImpl(SyncFn exec_fn, Context exec_ctx,
               OprKind::kUser, "PushSync");
 }
 
+// A push's first touch of each var is usually a miss: the line was last
+// written by the worker that settled the var. Asking for every var's line
+// up front lets those misses overlap one another and the block's setup,
+// instead of being taken one by one at each lock. A one-var push locks the
+// grant side, a multi-var push the push side (see Enqueue).
+void ThreadedEngine::PrefetchVars(const std::vector<VarHandle>& const_vars,
+                                  const std::vector<VarHandle>& mutable_vars) {
+  constexpr std::size_t kMaxPrefetched = 8;
+  const std::size_t n = const_vars.size() + mutable_vars.size();
+  if (n == 1) {
+    const Var* v = const_vars.empty() ? mutable_vars[0] : const_vars[0];
+    __builtin_prefetch(v, 1);
+    __builtin_prefetch(reinterpret_cast<const char*>(v) + 64, 1);
+    return;
+  }
+  std::size_t done = 0;
+  for (const std::vector<VarHandle>* list : {&const_vars, &mutable_vars}) {
+    for (const Var* v : *list) {
+      if (done++ == kMaxPrefetched) return;
+      __builtin_prefetch(v, 1);
+    }
+  }
+}
+
 void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx,
                                  const std::vector<VarHandle>& const_vars,
                                  const std::vector<VarHandle>& mutable_vars, FnProperty prop,
                                  int priority, const char* name, OprKind kind, const char* call) {
   if (ctx.dev_type != DeviceType::kCPU || ctx.dev_id != 0) CheckContext(ctx, call);
   if (kind == OprKind::kUser) CheckPriority(priority, call);
+  PrefetchVars(const_vars, mutable_vars);
   InFlightReservation reservation(this, kind == OprKind::kUser);
   OprBlock* b = AllocateBlock(const_vars.size() + mutable_vars.size());
   if (sync_fn != nullptr) {

@@ -83,6 +83,9 @@ class ThreadedEngine : public Engine {
   struct InlineFrame;
 
   // Exactly one of sync_fn / async_fn is non-null; it is moved from.
+  // Starts fetching the cache lines a push of these vars will lock.
+  static void PrefetchVars(const std::vector<VarHandle>& const_vars,
+                           const std::vector<VarHandle>& mutable_vars);
   void PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx,
                    const std::vector<VarHandle>& const_vars,
                    const std::vector<VarHandle>& mutable_vars, FnProperty prop, int priority,
