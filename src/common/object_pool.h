@@ -19,7 +19,6 @@
 #include <pthread.h>
 
 #include <cstddef>
-#include <memory>
 #include <new>
 #include <mutex>
 #include <utility>
