@@ -411,9 +411,11 @@ void ThreadedEngine::PrefetchVars(const std::vector<VarHandle>& const_vars,
   constexpr std::size_t kMaxPrefetched = 8;
   const std::size_t n = const_vars.size() + mutable_vars.size();
   if (n == 1) {
+    // A null handle is rejected later (Enqueue); no address is formed from it.
     const Var* v = const_vars.empty() ? mutable_vars[0] : const_vars[0];
+    if (v == nullptr) return;
     __builtin_prefetch(v, 1);
-    __builtin_prefetch(reinterpret_cast<const char*>(v) + 64, 1);
+    __builtin_prefetch(&v->lock, 1);
     return;
   }
   std::size_t done = 0;
