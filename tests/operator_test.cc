@@ -158,8 +158,8 @@ TEST_P(OperatorTest, DeletedOperatorsAreFreedByTheTimeWaitForAllReturns) {
         },
         {}, {vars.back()}));
   }
-  OprHandle never_pushed = engine().NewOperator(
-      [sentinel](RunContext, CallbackOnComplete cb) { cb(); }, {vars[0]}, {});
+  OprHandle never_pushed =
+      engine().NewOperator([sentinel](RunContext, CallbackOnComplete cb) { cb(); }, {vars[0]}, {});
   engine().DeleteOperator(never_pushed);
   {
     Hold hold(engine(), {}, {vars[0]});  // keeps operator 0's pushes pending

@@ -19,8 +19,8 @@
 #include <pthread.h>
 
 #include <cstddef>
-#include <new>
 #include <mutex>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -62,9 +62,9 @@ class ObjectPool {
     // Storage: objects are carved kBatch at a time out of large regions, so
     // that a pending function costs sizeof(T) and nothing more (an
     // allocation per chunk would add its header and alignment padding).
-    std::vector<void*> regions;     // guarded by mu: all storage, never freed
-    char* region_next = nullptr;    // guarded by mu: the unused rest of the newest region
-    std::size_t region_left = 0;    // guarded by mu
+    std::vector<void*> regions;   // guarded by mu: all storage, never freed
+    char* region_next = nullptr;  // guarded by mu: the unused rest of the newest region
+    std::size_t region_left = 0;  // guarded by mu
 
     // Makes kBatch constructed objects, linked through pool_next.
     T* NewChunk() {

@@ -88,9 +88,9 @@ struct ThreadedEngine::WorkerTls {
   static constexpr std::int64_t kFlushEvery = 64;
   // Finished pushes of one prebuilt operator not yet added to its
   // Opr::finished: a worker running pushes of the same operator back to
-  // back (W5) updates that counter once per batch. Flushed on a change of operator, every
-  // kFlushEvery, and before `done` is (so that a WaitForAll that returns has
-  // seen every deleted operator freed).
+  // back (W5) updates that counter once per batch. Flushed on a change of
+  // operator, every kFlushEvery, and before `done` is (so that a WaitForAll
+  // that returns has seen every deleted operator freed).
   Opr* released_op = nullptr;
   std::uint32_t released = 0;
 };
@@ -348,7 +348,8 @@ void ThreadedEngine::DeleteOperator(OprHandle op) {
   // Named before the update: once the delete bit is set, a finishing push
   // may free the operator at any moment.
   const char* name = op->name;
-  const std::uint64_t counted = op->pushed.fetch_or(Opr::kDeleteRequested, std::memory_order_acq_rel);
+  const std::uint64_t counted =
+      op->pushed.fetch_or(Opr::kDeleteRequested, std::memory_order_acq_rel);
   if (counted & Opr::kDeleteRequested) {
     throw std::logic_error(std::string("DeleteOperator: operator '") +
                            (name != nullptr ? name : "<unnamed>") + "' was already deleted");
@@ -366,7 +367,9 @@ void ThreadedEngine::FlushReleasedPushes(WorkerTls& w) {
 }
 
 void ThreadedEngine::FinishPushes(Opr* op, std::uint64_t n) {
-  if (op->finished.fetch_add(n, std::memory_order_acq_rel) + n == Opr::kDeleteRequested) FreeOpr(op);
+  if (op->finished.fetch_add(n, std::memory_order_acq_rel) + n == Opr::kDeleteRequested) {
+    FreeOpr(op);
+  }
 }
 
 void ThreadedEngine::FreeOpr(Opr* op) {

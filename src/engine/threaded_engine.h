@@ -82,10 +82,10 @@ class ThreadedEngine : public Engine {
   struct WorkerTls;
   struct InlineFrame;
 
-  // Exactly one of sync_fn / async_fn is non-null; it is moved from.
   // Starts fetching the cache lines a push of these vars will lock.
   static void PrefetchVars(const std::vector<VarHandle>& const_vars,
                            const std::vector<VarHandle>& mutable_vars);
+  // Exactly one of sync_fn / async_fn is non-null; it is moved from.
   void PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx,
                    const std::vector<VarHandle>& const_vars,
                    const std::vector<VarHandle>& mutable_vars, FnProperty prop, int priority,
@@ -105,6 +105,7 @@ class ThreadedEngine : public Engine {
   // Finishes b: marks its written vars failed if `failure`, releases its
   // vars, dispatches what that made ready.
   void Complete(OprBlock* b, const FailurePtr& failure);
+  // Starts fetching what b's completion will touch (see the definition).
   static void PrefetchSlots(const OprBlock& b);
   void ReleaseExecution(OprBlock* b);
   void RecycleBlock(OprBlock* b);
