@@ -587,7 +587,8 @@ TEST_P(FaultInjection, BlockedWaiterDoesNotBlockOthers) {
   auto engine = MakeEngine(GetParam());
   VarHandle gated = engine->NewVariable();
   VarHandle other = engine->NewVariable();
-  auto gate = std::make_unique<Gate>(engine.get(), gated);
+  auto gate =
+      std::make_unique<Hold>(*engine, std::vector<VarHandle>{}, std::vector<VarHandle>{gated});
   std::atomic<bool> waiter_returned{false};
   std::thread waiter([&] {
     engine->WaitForVar(gated);
@@ -600,7 +601,7 @@ TEST_P(FaultInjection, BlockedWaiterDoesNotBlockOthers) {
   engine->WaitForVar(other);
   EXPECT_EQ(x, Scaled(10000, 1000));
   EXPECT_FALSE(waiter_returned.load());
-  gate->Open();
+  gate->Release();
   waiter.join();
   EXPECT_TRUE(waiter_returned.load());
   gate.reset();

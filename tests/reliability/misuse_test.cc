@@ -31,7 +31,8 @@ class Misuse : public ::testing::TestWithParam<EngineConfig> {
     blocker_ = engine_->NewVariable();
     for (auto& v : data_) v = engine_->NewVariable();
     for (auto& v : free_) v = engine_->NewVariable();
-    gate_ = std::make_unique<Gate>(engine_.get(), blocker_);
+    gate_ = std::make_unique<Hold>(*engine_, std::vector<VarHandle>{},
+                                   std::vector<VarHandle>{blocker_});
     // Earlier work: queued behind the gate, so it is still pending when the
     // misuse happens.
     for (int i = 0; i < kEarlier; ++i) {
@@ -41,7 +42,7 @@ class Misuse : public ::testing::TestWithParam<EngineConfig> {
   }
 
   void TearDown() override {
-    if (gate_) gate_->Open();
+    if (gate_) gate_->Release();
     engine_->WaitForAll();
     EXPECT_EQ(earlier_done_.load(), kEarlier) << "work pushed before the misuse was lost";
     gate_.reset();
@@ -50,7 +51,7 @@ class Misuse : public ::testing::TestWithParam<EngineConfig> {
 
   // Opens the gate, waits for everything and checks the earlier work ran.
   void ReleaseAndCheck() {
-    gate_->Open();
+    gate_->Release();
     engine_->WaitForAll();
     EXPECT_EQ(earlier_done_.load(), kEarlier) << "work pushed before the misuse was lost";
   }
@@ -59,7 +60,7 @@ class Misuse : public ::testing::TestWithParam<EngineConfig> {
   VarHandle blocker_ = nullptr;
   VarHandle data_[4] = {};  // written by the earlier work: busy until the gate opens
   VarHandle free_[4] = {};  // never behind the gate: usable while it is closed
-  std::unique_ptr<Gate> gate_;
+  std::unique_ptr<Hold> gate_;
   std::atomic<int> earlier_done_{0};
 };
 

@@ -46,7 +46,7 @@ TEST_P(ReliabilityRegression, NewOperatorRejectsVarPendingDeletion) {
   VarHandle blocker = engine->NewVariable();
   VarHandle v = engine->NewVariable();
   {
-    Gate gate(engine.get(), blocker);
+    Hold gate(*engine, {}, {blocker});
     engine->PushSync([](RunContext) {}, Context::CPU(), {blocker}, {v});
     engine->DeleteVariable(nullptr, Context::CPU(), v);  // pending behind the gate
     OprHandle op = nullptr;

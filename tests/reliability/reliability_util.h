@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "depengine/engine.h"
+#include "hold.h"
 
 namespace depengine::reliability {
 
@@ -83,44 +84,8 @@ std::string ThrownMessage(Fn&& fn) {
     }                                                                                  \
   } while (0)
 
-// Holds a var busy: pushes an async function that writes `var` and keeps its
-// callback until Open(). Everything pushed later that uses `var` waits.
-class Gate {
- public:
-  Gate(Engine* engine, VarHandle var) {
-    engine->PushAsync(
-        [this](RunContext, CallbackOnComplete cb) {
-          std::lock_guard<std::mutex> lock(mu_);
-          cb_ = cb;
-          started_ = true;
-          cv_.notify_all();
-        },
-        Context::CPU(), {}, {var}, FnProperty::kNormal, 0, "reliability-gate");
-  }
-  ~Gate() { Open(); }
-  Gate(const Gate&) = delete;
-  Gate& operator=(const Gate&) = delete;
-
-  // Waits for the gate function to start, then finishes it (once).
-  void Open() {
-    CallbackOnComplete cb;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return started_; });
-      if (opened_) return;
-      opened_ = true;
-      cb = cb_;
-    }
-    cb();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  CallbackOnComplete cb_;
-  bool started_ = false;
-  bool opened_ = false;
-};
+// Keeps vars busy until Release() (tools/common/hold.h).
+using support::Hold;
 
 // Prints every thread's stack of this process to stderr, through gdb when it
 // is installed: what a hung test was waiting for.

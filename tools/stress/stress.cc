@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "depengine/engine.h"
+#include "hold.h"
 
 namespace {
 
@@ -100,35 +101,7 @@ bool Check(bool ok, const char* what) {
   return ok;
 }
 
-// Holds one var busy until Release(): an async writer whose callback waits.
-class Blocker {
- public:
-  Blocker(Engine* e, VarHandle v) {
-    e->PushAsync(
-        [this](RunContext, CallbackOnComplete cb) {
-          std::lock_guard<std::mutex> lock(mu_);
-          cb_ = cb;
-          started_ = true;
-          cv_.notify_all();
-        },
-        Context::CPU(), {}, {v});
-  }
-  void Release() {
-    CallbackOnComplete cb;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return started_; });
-      cb = cb_;
-    }
-    cb();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  CallbackOnComplete cb_;
-  bool started_ = false;
-};
+using support::Hold;  // keeps vars busy until Release() (tools/common/hold.h)
 
 // ---------------------------------------------------------------- programs
 
@@ -209,7 +182,7 @@ bool Pending(const Config& c) {
   // Warm up the engine's pools and threads so that they are not counted.
   for (int i = 0; i < 1000; ++i) engine->PushSync([](RunContext) {}, Context::CPU(), {}, {v});
   engine->WaitForAll();
-  Blocker blocker(engine.get(), v);
+  Hold blocker(*engine, {}, {v});
   long counter = 0;  // plain: the functions form one chain on v
   const std::size_t rss0 = RssBytes();
   const auto t0 = Clock::now();
@@ -249,7 +222,7 @@ bool Cycles(const Config& c) {
   std::vector<VarHandle> vars(static_cast<std::size_t>(nvars));
   for (auto& v : vars) v = engine->NewVariable();
   {
-    Blocker blocker(engine.get(), vars[0]);
+    Hold blocker(*engine, {}, {vars[0]});
     for (std::size_t i = 0; i + 1 < kInFlight; ++i) {
       engine->PushSync([](RunContext) {}, Context::CPU(), {}, {vars[0]});
     }
