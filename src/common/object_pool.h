@@ -12,8 +12,9 @@
 // Memory ordering: the global list is guarded by a mutex, which orders every
 // write to an object before its reuse on another thread.
 //
-// kClass keeps apart pools of one type whose objects differ in what they
-// keep across uses (blocks with and without a heap slot array).
+// ChunkInit, called on every new chunk of kBatch objects, prepares them
+// beyond their default construction; a distinct ChunkInit also makes a
+// distinct pool of the same type (blocks with and without slot arrays).
 #pragma once
 
 #include <pthread.h>
@@ -26,7 +27,13 @@
 
 namespace depengine::internal {
 
-template <class T, int kClass = 0>
+// The default ChunkInit: default-constructed objects are ready.
+struct NoChunkInit {
+  template <class T>
+  void operator()(T* /*objects*/, int /*n*/) const {}
+};
+
+template <class T, class ChunkInit = NoChunkInit>
 class ObjectPool {
  public:
   static constexpr int kBatch = 128;
@@ -81,6 +88,7 @@ class ObjectPool {
       region_next += kChunkBytes;
       region_left -= kChunkBytes;
       for (int i = 0; i < kBatch; ++i) new (&chunk[i]) T;
+      ChunkInit{}(chunk, kBatch);
       for (int i = 0; i < kBatch; ++i)
         chunk[i].pool_next = i + 1 < kBatch ? &chunk[i + 1] : nullptr;
       return chunk;

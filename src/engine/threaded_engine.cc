@@ -29,8 +29,20 @@ constexpr bool kProfilerBuilt = true;
 // pools: a one-var push must not land in a block whose slot lives in a
 // separate heap array, an extra cold line on every use (after a multi-var
 // phase such as W4, W5 with 4,096 operators ran about 40% slower).
-using OneVarBlockPool = ObjectPool<OprBlock, 0>;
-using MultiVarBlockPool = ObjectPool<OprBlock, 1>;
+// A new chunk of multi-var blocks gets room for kSharedSlots slots per block
+// in one allocation: a block allocating its own array on first use made
+// every growth of the pool cost one allocation per block. Never freed, like
+// the pool's objects; a block that needs more slots allocates its own.
+struct AttachSlotStorage {
+  static constexpr std::uint16_t kSharedSlots = 4;
+  void operator()(OprBlock* blocks, int n) const {
+    auto* storage = new VarSlot[static_cast<std::size_t>(n) * kSharedSlots];
+    for (int i = 0; i < n; ++i) blocks[i].AdoptSlotStorage(storage + i * kSharedSlots, kSharedSlots);
+  }
+};
+
+using OneVarBlockPool = ObjectPool<OprBlock>;
+using MultiVarBlockPool = ObjectPool<OprBlock, AttachSlotStorage>;
 
 OprBlock* AllocateBlock(std::size_t vars) {
   return vars <= 1 ? OneVarBlockPool::Allocate() : MultiVarBlockPool::Allocate();

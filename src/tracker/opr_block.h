@@ -117,7 +117,7 @@ struct alignas(128) OprBlock {
   OprBlock& operator=(const OprBlock&) = delete;
   ~OprBlock() {
     ResetFn();
-    if (heap_slots()) delete[] slot_data_;
+    if (owns_slots()) delete[] slot_data_;
   }
 
   // --- set by the pusher before the block is published; read-only after ---
@@ -128,14 +128,24 @@ struct alignas(128) OprBlock {
 
  private:
   std::uint8_t prop_ = 0;  // a FnProperty, in one byte
-  enum : std::uint8_t { kNoFn = 0, kSyncFn = 1, kAsyncFn = 2, kFnMask = 3, kHeapSlots = 4 };
+  enum : std::uint8_t {
+    kNoFn = 0,
+    kSyncFn = 1,
+    kAsyncFn = 2,
+    kFnMask = 3,
+    kHeapSlots = 4,
+    kSharedSlots = 8,
+  };
   // Bits 0-1: which function fn_ holds (kNoFn, kSyncFn, kAsyncFn). Bit 2
-  // (kHeapSlots): slot_data_ is a kept heap array. In the first cache line,
-  // so that a push of one var sets up its slot with stores only (see
+  // (kHeapSlots): slot_data_ is a kept array, not the inline slot. Bit 3
+  // (kSharedSlots): that array is a share of its chunk's slot storage (see
+  // AdoptSlotStorage), not the block's own allocation. In the first cache
+  // line, so that a push of one var sets up its slot with stores only (see
   // ResizeSlots).
   std::uint8_t fn_state_ = kNoFn;
   std::uint8_t fn() const { return fn_state_ & kFnMask; }
   bool heap_slots() const { return (fn_state_ & kHeapSlots) != 0; }
+  bool owns_slots() const { return (fn_state_ & (kHeapSlots | kSharedSlots)) == kHeapSlots; }
   void set_fn(std::uint8_t f) { fn_state_ = static_cast<std::uint8_t>((fn_state_ & ~kFnMask) | f); }
 
  public:
@@ -219,12 +229,20 @@ struct alignas(128) OprBlock {
       return;
     }
     if (n > slot_cap_) {
-      if (heap_slots()) delete[] slot_data_;
+      if (owns_slots()) delete[] slot_data_;
       slot_data_ = new VarSlot[n];
       slot_cap_ = static_cast<std::uint16_t>(n);
-      fn_state_ |= kHeapSlots;
+      fn_state_ = static_cast<std::uint8_t>((fn_state_ | kHeapSlots) & ~kSharedSlots);
     }
     slot_size_ = static_cast<std::uint16_t>(n);
+  }
+  // Gives a fresh block `cap` slots of storage that it does not own (its
+  // pool's chunk does), so that a pool growing by a chunk of multi-var
+  // blocks makes one allocation rather than one per block.
+  void AdoptSlotStorage(VarSlot* storage, std::uint16_t cap) {
+    slot_data_ = storage;
+    slot_cap_ = cap;
+    fn_state_ |= kHeapSlots | kSharedSlots;
   }
   // Whether the block keeps a heap slot array (it was used for several vars).
   bool keeps_heap_slots() const { return heap_slots(); }
