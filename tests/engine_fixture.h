@@ -36,9 +36,9 @@ namespace depengine::test {
 
 using namespace std::chrono_literals;
 
-// How long a bounded wait waits before it reports failure. Generous, since
-// sanitizer builds run ~10x slower on a busy 2-core machine.
-inline constexpr std::chrono::milliseconds kTimeout{20'000};
+// How long a bounded wait waits before it reports failure (the same bound
+// as Hold's).
+inline constexpr std::chrono::milliseconds kTimeout = support::kWaitTimeout;
 // How long a "must not happen" check watches.
 inline constexpr std::chrono::milliseconds kQuiet{50};
 

@@ -943,7 +943,7 @@ void ThreadedEngine::RecycleBlock(OprBlock* b) {
   b->profile = nullptr;
   b->ResetFn();  // drops the closure and what it captured, now
   b->prebuilt = nullptr;
-  if (b->keeps_heap_slots()) {
+  if (b->heap_slots()) {
     MultiVarBlockPool::Free(b);
   } else {
     OneVarBlockPool::Free(b);

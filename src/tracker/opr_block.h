@@ -144,7 +144,6 @@ struct alignas(128) OprBlock {
   // ResizeSlots).
   std::uint8_t fn_state_ = kNoFn;
   std::uint8_t fn() const { return fn_state_ & kFnMask; }
-  bool heap_slots() const { return (fn_state_ & kHeapSlots) != 0; }
   bool owns_slots() const { return (fn_state_ & (kHeapSlots | kSharedSlots)) == kHeapSlots; }
   void set_fn(std::uint8_t f) { fn_state_ = static_cast<std::uint8_t>((fn_state_ & ~kFnMask) | f); }
 
@@ -244,8 +243,9 @@ struct alignas(128) OprBlock {
     slot_cap_ = cap;
     fn_state_ |= kHeapSlots | kSharedSlots;
   }
-  // Whether the block keeps a heap slot array (it was used for several vars).
-  bool keeps_heap_slots() const { return heap_slots(); }
+  // Whether the block keeps a slot array rather than its inline slot (it is
+  // a multi-var block).
+  bool heap_slots() const { return (fn_state_ & kHeapSlots) != 0; }
   std::span<VarSlot> slots() { return {slot_data_, slot_size_}; }
   std::span<const VarSlot> slots() const { return {slot_data_, slot_size_}; }
 

@@ -19,6 +19,10 @@
 
 namespace depengine::support {
 
+// How long a bounded wait waits before it reports failure. Generous, since
+// sanitizer builds run ~10x slower on a busy 2-core machine.
+inline constexpr std::chrono::milliseconds kWaitTimeout{20'000};
+
 class Hold {
  public:
   Hold(Engine& engine, const std::vector<VarHandle>& reads, const std::vector<VarHandle>& writes,
@@ -44,7 +48,7 @@ class Hold {
   Hold& operator=(const Hold&) = delete;
 
   // True once the function runs (its vars are then held).
-  bool WaitStarted(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  bool WaitStarted(std::chrono::milliseconds timeout = kWaitTimeout) {
     std::unique_lock<std::mutex> lock(state_->mu);
     return state_->cv.wait_for(lock, timeout, [&] { return state_->started; });
   }
