@@ -12,8 +12,8 @@
 // Memory ordering: the global list is guarded by a mutex, which orders every
 // write to an object before its reuse on another thread.
 //
-// ChunkInit, called on every new chunk of kBatch objects, prepares them
-// beyond their default construction; a distinct ChunkInit also makes a
+// ChunkInit, called on every new chunk of kBatch objects with the pool's
+// mutex held, prepares them beyond their default construction; a distinct ChunkInit also makes a
 // distinct pool of the same type (blocks with and without slot arrays).
 #pragma once
 

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/object_pool.h"
 #include "gpu/device.h"
@@ -36,7 +38,12 @@ constexpr bool kProfilerBuilt = true;
 struct AttachSlotStorage {
   static constexpr std::uint16_t kSharedSlots = 4;
   void operator()(OprBlock* blocks, int n) const {
-    auto* storage = new VarSlot[static_cast<std::size_t>(n) * kSharedSlots];
+    // Every chunk's storage, kept reachable: once its blocks have all grown
+    // arrays of their own, nothing else points to it. Guarded by the pool's
+    // mutex, which ObjectPool holds while it makes a chunk.
+    static auto* all = new std::vector<std::unique_ptr<VarSlot[]>>;
+    all->emplace_back(new VarSlot[static_cast<std::size_t>(n) * kSharedSlots]);
+    VarSlot* storage = all->back().get();
     for (int i = 0; i < n; ++i) blocks[i].AdoptSlotStorage(storage + i * kSharedSlots, kSharedSlots);
   }
 };
