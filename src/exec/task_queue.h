@@ -86,6 +86,7 @@ class TaskQueue {
   // queue may also be between a producer's exchange and its link).
   OprBlock* TryDequeue();
   OprBlock* TryDequeueFifo() REQUIRES(consumer_mu_);
+  void PrefetchBlock(const OprBlock* b);
   OprBlock* TryDequeueHeap();
   // A hint for spinning workers: reads only the consumers' head and the
   // stub's link, which a producer writes only when the FIFO was empty (the
