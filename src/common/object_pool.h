@@ -25,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/region.h"
+
 namespace depengine::internal {
 
 // The default ChunkInit: default-constructed objects are ready.
@@ -76,9 +78,11 @@ class ObjectPool {
     // Makes kBatch constructed objects, linked through pool_next.
     T* NewChunk() {
       constexpr std::size_t kChunkBytes = sizeof(T) * kBatch;
-      constexpr std::size_t kRegionBytes = kChunkBytes * 256;  // 4 MiB for 128-byte objects
+      // 4 MiB for 128-byte objects; whole huge pages.
+      constexpr std::size_t kRegionBytes =
+          (kChunkBytes * 256 + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
       if (region_left < kChunkBytes) {
-        void* region = ::operator new(kRegionBytes, std::align_val_t{alignof(T)});
+        void* region = AllocateRegion(kRegionBytes);
         regions.push_back(region);
         region_next = static_cast<char*>(region);
         region_left = kRegionBytes;
