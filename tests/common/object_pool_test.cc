@@ -25,7 +25,9 @@ static_assert(sizeof(Item) == 128);
 
 using ItemPool = ObjectPool<Item>;
 
-bool Aligned(const void* p, std::size_t to) { return reinterpret_cast<std::uintptr_t>(p) % to == 0; }
+bool Aligned(const void* p, std::size_t to) {
+  return reinterpret_cast<std::uintptr_t>(p) % to == 0;
+}
 
 TEST(RegionTest, RegionsAreWholeHugePagesAlignedAndDisjoint) {
   constexpr std::size_t kBytes = 2 * kRegionAlignment;
