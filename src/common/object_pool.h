@@ -67,7 +67,7 @@ class ObjectPool {
  private:
   struct Global {
     std::mutex mu;
-    std::vector<std::pair<T*, int>> batches;   // guarded by mu: free lists and their lengths
+    std::vector<std::pair<T*, int>> batches;  // guarded by mu: free lists and their lengths
     // Storage: objects are carved kBatch at a time out of large regions, so
     // that a pending function costs sizeof(T) and nothing more (an
     // allocation per chunk would add its header and alignment padding).
