@@ -10,8 +10,8 @@ void* AllocateRegion(std::size_t bytes) {
   void* region = ::operator new(bytes, std::align_val_t{kRegionAlignment});
 #ifdef MADV_HUGEPAGE
   // Before the first touch, so that the first fault already maps a huge
-  // page. A kernel without transparent huge pages (or with them off) fails
-  // the call, which changes nothing.
+  // page. Where transparent huge pages are off or not built in, the call
+  // is ignored or fails; either way the memory is ordinary pages.
   madvise(region, bytes, MADV_HUGEPAGE);
 #endif
   return region;
