@@ -215,16 +215,20 @@ bool Cycles(const Config& c) {
               EngineKindName(c.kind));
   // The engine keeps its blocks in pools that never shrink, so resident
   // memory follows the most functions ever in flight. Bound that
-  // (max_in_flight) and reach the bound once before measuring: any growth
-  // after that is a leak, not a scheduling accident.
+  // (max_in_flight) and reach the bound once before measuring, in each pool
+  // the cycles draw from (functions of one var and of several come from
+  // separate pools): any growth after that is a leak, not a scheduling
+  // accident.
   constexpr std::size_t kInFlight = 1 << 16;
   auto engine = c.MakeEngine(kInFlight);
   std::vector<VarHandle> vars(static_cast<std::size_t>(nvars));
   for (auto& v : vars) v = engine->NewVariable();
-  {
+  for (const bool several_vars : {false, true}) {
     Hold blocker(*engine, {}, {vars[0]});
+    const std::vector<VarHandle> reads =
+        several_vars ? std::vector<VarHandle>{vars[1]} : std::vector<VarHandle>{};
     for (std::size_t i = 0; i + 1 < kInFlight; ++i) {
-      engine->PushSync([](RunContext) {}, Context::CPU(), {}, {vars[0]});
+      engine->PushSync([](RunContext) {}, Context::CPU(), reads, {vars[0]});
     }
     blocker.Release();
     engine->WaitForAll();
