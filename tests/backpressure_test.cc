@@ -167,6 +167,37 @@ TEST_P(BackpressureTest, SeveralPushersTogetherStayWithinTheBound) {
   EXPECT_LE(fns.MaxPending(), kMax) << "more than max_in_flight functions were in flight";
 }
 
+// A worker tells a waiting pusher about its completions in batches (see
+// engine/in_flight_limiter.h). Here the one worker finishes one function,
+// which frees room, and then runs a function that blocks until the waiting
+// pusher gets that room: the pusher must learn of the completion although
+// the worker neither finishes a batch nor runs dry.
+TEST_P(BackpressureTest, AWaitingPusherSeesACompletionWhoseWorkerStaysBusy) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine runs each function at push: nothing waits";
+  constexpr std::size_t kMax = 16;  // a batch is kMax / 4 releases
+  EngineOptions o = Options();
+  o.max_in_flight = kMax;
+  o.cpu_worker_threads = 1;
+  auto e = CreateEngine(o);
+  Event release_first;
+  Event pusher_got_room;
+  std::atomic<bool> second_saw_room{false};
+  e->PushSync([&](RunContext) { release_first.WaitFor(); }, Context::CPU(), {}, {});
+  e->PushSync([&](RunContext) { second_saw_room = pusher_got_room.WaitFor(); }, Context::CPU(), {},
+              {});
+  for (std::size_t i = 2; i < kMax; ++i) e->PushSync([](RunContext) {}, Context::CPU(), {}, {});
+  std::thread pusher([&] {
+    e->PushSync([](RunContext) {}, Context::CPU(), {}, {});
+    pusher_got_room.Notify();
+  });
+  EXPECT_FALSE(pusher_got_room.WaitFor(kQuiet)) << "a push exceeded max_in_flight";
+  release_first.Notify();  // frees one unit; the worker then blocks in the second function
+  EXPECT_TRUE(pusher_got_room.WaitFor()) << "the pusher never learned that a function finished";
+  pusher.join();
+  e->WaitForAll();
+  EXPECT_TRUE(second_saw_room.load());
+}
+
 TEST_P(BackpressureTest, PushesFromInsideFunctionsAreNotHeldBack) {
   constexpr int kChildren = 20;
   std::atomic<int> children{0};

@@ -111,8 +111,8 @@ Flags:
   --workers=N      CPU worker threads per engine (default: every core)
   --reps=N         timed repetitions after one warm-up (default 5); the
                    engines' repetitions are interleaved (A B C A B C ...)
-  --only=IDS       comma-separated workloads (W1,W2,W3,W4,W5,MEM) or cases
-                   (W4.T0,W4.T1,W4.T10,W5.x1,W5.x4096)
+  --only=IDS       comma-separated workloads (W1,W2,W3,W4,W5,BP,MEM) or cases
+                   (W4.T0,W4.T1,W4.T10,W5.x1,W5.x4096,BP.W1,BP.W2)
   --engines=LIST   comma-separated: naive,pooled,per-device (default: all)
   --n-scale=X      multiply every workload's size by X (e.g. 0.01 to try it out)
   --json=PATH      also write the results as JSON

@@ -20,6 +20,7 @@ struct BenchCase {
   std::size_t ops = 0;   // functions (W5: pushes) per run
   int spin_us = 0;       // W4's T; efficiency is reported when > 0
   std::size_t critical_path = 0;  // W4 only
+  std::size_t max_in_flight = 0;  // EngineOptions::max_in_flight of the engines it runs on
   std::function<WorkloadResult(Engine&)> run;
 };
 
@@ -27,9 +28,13 @@ struct BenchCase {
 using CaseFilter = std::function<bool(const std::string& id, const std::string& workload)>;
 
 // The wanted cases among W1, W2, W3, W4 (T = 0, 1, 10) and W5 (1 and 4,096
-// operators), every size multiplied by n_scale (W2's ops stay a multiple of
-// its vars). Only wanted cases are built (W4's DAGs take memory).
+// operators), and BP: W1 and W2 again on engines with max_in_flight =
+// kBoundedInFlight (what backpressure costs, and the memory it saves).
+// Every size is multiplied by n_scale (W2's ops stay a multiple of its
+// vars). Only wanted cases are built (W4's DAGs take memory).
 std::vector<BenchCase> MakeBenchCases(double n_scale, const CaseFilter& wanted);
+
+inline constexpr std::size_t kBoundedInFlight = 1024;
 
 // The memory row: functions pending at once behind one blocked var.
 inline constexpr const char* kPendingMemoryId = "MEM";

@@ -12,10 +12,11 @@
 namespace depengine::bench {
 namespace {
 
-EngineOptions OptionsFor(EngineKind kind, int workers) {
+EngineOptions OptionsFor(EngineKind kind, int workers, const BenchCase& c) {
   EngineOptions o;
   o.kind = kind;
   o.cpu_worker_threads = workers;
+  o.max_in_flight = c.max_in_flight;
   return o;
 }
 
@@ -29,7 +30,7 @@ void RunCase(const BenchCase& c, const BenchOptions& options, Watchdog& watchdog
       ReportRow& row = rows[e];
       if (!row.ok) continue;
       WatchdogScope watch(watchdog, c.title + " on " + row.engine);
-      auto engine = CreateEngine(OptionsFor(options.engines[e], options.workers));
+      auto engine = CreateEngine(OptionsFor(options.engines[e], options.workers, c));
       const WorkloadResult r = c.run(*engine);
       engine.reset();
       if (!r.ok) {

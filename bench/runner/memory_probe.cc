@@ -154,7 +154,9 @@ MemoryFigures ProbeOnce(const BenchOptions& options) {
     if (cases.empty()) {
       f.error = "unknown case '" + options.probe_case + "'";
     } else {
-      auto engine = CreateEngine(engine_options);
+      EngineOptions case_options = engine_options;
+      case_options.max_in_flight = cases[0].max_in_flight;
+      auto engine = CreateEngine(case_options);
       const WorkloadResult r = cases[0].run(*engine);
       engine.reset();
       f.ok = r.ok;

@@ -33,6 +33,12 @@ class SCOPED_CAPABILITY MutexLock {
   void Wait(std::condition_variable& cv, Pred pred) {
     cv.wait(lock_, pred);
   }
+  // Waits on `cv` until notified or `timeout` passes (or spuriously), with
+  // the mutex held on entry and on return.
+  template <class Duration>
+  void WaitFor(std::condition_variable& cv, Duration timeout) {
+    cv.wait_for(lock_, timeout);
+  }
 
  private:
   std::unique_lock<std::mutex> lock_;

@@ -112,6 +112,9 @@ struct ThreadedEngine::WorkerTls {
   // that returns has seen every deleted operator freed).
   Opr* released_op = nullptr;
   std::uint32_t released = 0;
+  // This worker's finished functions, for backpressure (registered with
+  // engine->in_flight_ while the worker runs, when max_in_flight > 0).
+  InFlightLimiter::WorkerCounter in_flight;
 };
 namespace {
 thread_local void* tls_worker_raw = nullptr;  // ThreadedEngine::WorkerTls*
@@ -170,6 +173,7 @@ ThreadedEngine::ThreadedEngine(const EngineOptions& options)
     : options_(options),
       creator_pid_(getpid()),
       gpu_count_(options.simulated_gpus > 0 ? options.simulated_gpus : gpu::DeviceCount()),
+      in_flight_(options.max_in_flight),
       profiler_(std::make_unique<Profiler>()),
       watchdog_(options.watchdog_seconds > 0 ? std::make_unique<Watchdog>(options.watchdog_seconds)
                                              : nullptr) {
@@ -727,6 +731,8 @@ void ThreadedEngine::WorkerLoop(WorkerPool& pool, int index, void* stream) {
   Profiler::NameThisThread(pool.name() + "/" + std::to_string(index));
   WorkerTls tls(this, &pool);
   tls_worker_raw = &tls;
+  const bool bounded = in_flight_.enabled();
+  if (bounded) in_flight_.Register(tls.in_flight);
   auto flush = [&](int slot) {
     if (tls.done[slot] != 0) {
       FlushReleasedPushes(tls);
@@ -738,6 +744,7 @@ void ThreadedEngine::WorkerLoop(WorkerPool& pool, int index, void* stream) {
     FlushReleasedPushes(tls);
     flush(0);
     flush(1);
+    if (bounded) in_flight_.WorkerIdle(tls.in_flight);
   };
   while (OprBlock* b = pool.queue().Pop(flush_all)) {
     for (OprBlock* next = b; next != nullptr;) {
@@ -750,6 +757,7 @@ void ThreadedEngine::WorkerLoop(WorkerPool& pool, int index, void* stream) {
   flush(0);
   flush(1);
   FlushReleasedPushes(tls);
+  if (bounded) in_flight_.Unregister(tls.in_flight);
   tls_worker_raw = nullptr;
 }
 
@@ -918,7 +926,7 @@ void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
   HandOutGrants(granted, nullptr);
   if (w != nullptr && --w->completing == 0) w->FlushBatch();
   ReleaseExecution(b);
-  if (options_.max_in_flight > 0) ReleaseInFlight();
+  if (in_flight_.enabled()) ReleaseInFlight();
   FinishPending(pending_slot);
 }
 
@@ -1009,40 +1017,21 @@ void ThreadedEngine::WaitPendingZero(int slot) {
 }
 
 ThreadedEngine::InFlightReservation::InFlightReservation(ThreadedEngine* engine, bool may_wait)
-    : engine_(engine), held_(engine->options_.max_in_flight > 0) {
-  if (held_) engine_->ReserveInFlight(may_wait);
+    : engine_(engine), held_(engine->in_flight_.enabled()) {
+  // Pushes from inside the engine never wait: they could be what frees room.
+  if (held_) engine_->in_flight_.Reserve(may_wait && !engine_->OnOwnThread() && tls_worker_raw == nullptr);
 }
 
 ThreadedEngine::InFlightReservation::~InFlightReservation() {
-  if (held_) engine_->ReleaseInFlight();
-}
-
-void ThreadedEngine::ReserveInFlight(bool may_wait) {
-  const auto max = static_cast<std::int64_t>(options_.max_in_flight);
-  // Pushes from inside the engine never wait: they could be what frees room.
-  if (!may_wait || OnOwnThread() || tls_worker_raw != nullptr) {
-    in_flight_.fetch_add(1, std::memory_order_seq_cst);
-    return;
-  }
-  for (;;) {
-    std::int64_t cur = in_flight_.load(std::memory_order_seq_cst);
-    while (cur < max) {
-      if (in_flight_.compare_exchange_weak(cur, cur + 1, std::memory_order_seq_cst)) return;
-    }
-    throttle_waiters_.fetch_add(1, std::memory_order_seq_cst);
-    {
-      MutexLock lock(idle_mu_);
-      lock.Wait(idle_cv_, [&] { return in_flight_.load(std::memory_order_seq_cst) < max; });
-    }
-    throttle_waiters_.fetch_sub(1, std::memory_order_seq_cst);
-  }
+  if (held_) engine_->in_flight_.Release();
 }
 
 void ThreadedEngine::ReleaseInFlight() {
-  in_flight_.fetch_sub(1, std::memory_order_seq_cst);
-  if (throttle_waiters_.load(std::memory_order_seq_cst) > 0) {
-    MutexLock lock(idle_mu_);
-    idle_cv_.notify_all();
+  auto* w = static_cast<WorkerTls*>(tls_worker_raw);
+  if (w != nullptr && w->engine == this) {
+    in_flight_.Release(w->in_flight);
+  } else {
+    in_flight_.Release();
   }
 }
 

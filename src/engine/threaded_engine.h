@@ -14,6 +14,7 @@
 
 #include "common/mutex.h"
 #include "depengine/engine.h"
+#include "engine/in_flight_limiter.h"
 #include "engine/watchdog.h"
 #include "exec/worker_pool.h"
 #include "profiler/profiler.h"
@@ -121,7 +122,8 @@ class ThreadedEngine : public Engine {
   void FinishPending(int slot);
   void SubtractPending(int slot, std::int64_t n);
   // Backpressure (EngineOptions::max_in_flight): a push holds one unit of
-  // in_flight_ from before it is queued until its completion. A push from
+  // in_flight_ (engine/in_flight_limiter.h) from before it is queued until
+  // its completion. A push from
   // outside the engine waits for a unit; other pushes take one regardless.
   class InFlightReservation {
    public:
@@ -135,7 +137,7 @@ class ThreadedEngine : public Engine {
     ThreadedEngine* engine_;
     bool held_;
   };
-  void ReserveInFlight(bool may_wait);
+  // Gives back the unit of a finished function (from Complete).
   void ReleaseInFlight();
   void WaitPendingZero(int slot);
 
@@ -167,16 +169,15 @@ class ThreadedEngine : public Engine {
   // WaitForAll must see that increment or be seen by that re-read.
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<std::int64_t> pending_[2] = {0, 0};
-  // Threads waiting in WaitPendingZero or Throttle. A completer reads it
+  // Threads waiting in WaitPendingZero. A completer reads it
   // (seq_cst) after its decrement and, if non-zero, notifies under idle_mu_.
   std::atomic<int> idle_waiters_{0};
   // Threads outside the pools inside SubtractPending; Drain waits for 0.
   // Incremented (seq_cst) before their decrement of pending_, so a Drain
   // that saw pending_ reach 0 also sees them.
   std::atomic<int> external_completers_{0};
-  std::atomic<int> throttle_waiters_{0};
-  // Functions pushed and not finished, kept only when max_in_flight > 0.
-  std::atomic<std::int64_t> in_flight_{0};
+  // Units of functions pushed and not finished (max_in_flight > 0 only).
+  InFlightLimiter in_flight_;
   Mutex idle_mu_;
   std::condition_variable idle_cv_;  // waited on with idle_mu_
   Mutex wait_all_mu_;                // serializes WaitForAll's generation flips
