@@ -91,19 +91,18 @@ std::vector<BenchCase> MakeBenchCases(double n_scale, const CaseFilter& wanted) 
   }
   // Backpressure: the pusher of W1 and W2 runs far ahead of the workers
   // unless max_in_flight stops it.
-  if (wanted("BP.W1", "BP")) {
-    BenchCase c = SimpleCase("BP.W1", "W1 chain, max_in_flight 1,024", chain.ops,
-                             [chain](Engine& e) { return RunChain(e, chain); });
+  auto add_bounded = [&](BenchCase c) {
     c.workload = "BP";
     c.max_in_flight = kBoundedInFlight;
     cases.push_back(std::move(c));
+  };
+  if (wanted("BP.W1", "BP")) {
+    add_bounded(SimpleCase("BP.W1", "W1 chain, max_in_flight 1,024", chain.ops,
+                           [chain](Engine& e) { return RunChain(e, chain); }));
   }
   if (wanted("BP.W2", "BP")) {
-    BenchCase c = SimpleCase("BP.W2", "W2 parallel, max_in_flight 1,024", parallel.ops,
-                             [parallel](Engine& e) { return RunParallel(e, parallel); });
-    c.workload = "BP";
-    c.max_in_flight = kBoundedInFlight;
-    cases.push_back(std::move(c));
+    add_bounded(SimpleCase("BP.W2", "W2 parallel, max_in_flight 1,024", parallel.ops,
+                           [parallel](Engine& e) { return RunParallel(e, parallel); }));
   }
   return cases;
 }
