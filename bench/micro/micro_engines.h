@@ -8,6 +8,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <memory>
 #include <thread>
 
@@ -23,12 +24,14 @@ inline void AllEngines(benchmark::internal::Benchmark* b) {
 }
 
 // The engine the benchmark's argument names, with a worker per hardware
-// thread; labels the benchmark with the engine's name.
-inline std::unique_ptr<Engine> MakeEngine(benchmark::State& state) {
+// thread and the given EngineOptions::max_in_flight; labels the benchmark
+// with the engine's name.
+inline std::unique_ptr<Engine> MakeEngine(benchmark::State& state, std::size_t max_in_flight = 0) {
   static constexpr EngineKind kKinds[] = {EngineKind::kNaive, EngineKind::kPooled, EngineKind::kPerDevice};
   EngineOptions o;
   o.kind = kKinds[state.range(0)];
   o.cpu_worker_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  o.max_in_flight = max_in_flight;
   state.SetLabel(EngineKindName(o.kind));
   return CreateEngine(o);
 }
