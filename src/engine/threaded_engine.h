@@ -123,8 +123,8 @@ class ThreadedEngine : public Engine {
   void SubtractPending(int slot, std::int64_t n);
   // Backpressure (EngineOptions::max_in_flight): a push holds one unit of
   // in_flight_ (engine/in_flight_limiter.h) from before it is queued until
-  // its completion. A push from
-  // outside the engine waits for a unit; other pushes take one regardless.
+  // its completion. A push from outside the engine waits for a unit; other
+  // pushes take one regardless.
   class InFlightReservation {
    public:
     InFlightReservation(ThreadedEngine* engine, bool may_wait);
