@@ -12,9 +12,13 @@
 // Memory ordering: the global list is guarded by a mutex, which orders every
 // write to an object before its reuse on another thread.
 //
-// ChunkInit, called on every new chunk of kBatch objects with the pool's
-// mutex held, prepares them beyond their default construction; a distinct ChunkInit also makes a
-// distinct pool of the same type (blocks with and without slot arrays).
+// Layout, a policy type, may give each object room of its own right after
+// it in the chunk (Layout::kStride bytes per object instead of sizeof(T):
+// a block's slot array) and prepares each new object beyond its default
+// construction (Layout::Init, called with the pool's mutex held). Allocate
+// prefetches the whole stride, so that room costs no extra cold miss. A
+// distinct Layout also makes a distinct pool of the same type (blocks with
+// and without slot arrays).
 #pragma once
 
 #include <pthread.h>
@@ -29,16 +33,27 @@
 
 namespace depengine::internal {
 
-// The default ChunkInit: default-constructed objects are ready.
-struct NoChunkInit {
+// The default Layout: sizeof(T) bytes per object, and a default-constructed
+// object is ready.
+struct PlainLayout {
   template <class T>
-  void operator()(T* /*objects*/, int /*n*/) const {}
+  static void Init(T* /*object*/) {}
 };
 
-template <class T, class ChunkInit = NoChunkInit>
+template <class T, class Layout = PlainLayout>
 class ObjectPool {
  public:
   static constexpr int kBatch = 128;
+  // Bytes per object in a chunk; a multiple of alignof(T), so every object
+  // of a chunk is aligned.
+  static constexpr std::size_t kStride = [] {
+    if constexpr (requires { Layout::kStride; }) {
+      static_assert(Layout::kStride >= sizeof(T) && Layout::kStride % alignof(T) == 0);
+      return std::size_t{Layout::kStride};
+    } else {
+      return sizeof(T);
+    }
+  }();
 
   static T* Allocate() {
     LocalCache& c = Local();
@@ -50,7 +65,7 @@ class ObjectPool {
     // The next object was most likely freed on another core: start pulling
     // it into this core's cache now, so the next Allocate does not stall.
     if (c.head != nullptr) {
-      for (std::size_t off = 0; off < sizeof(T); off += 64) {
+      for (std::size_t off = 0; off < kStride; off += 64) {
         __builtin_prefetch(reinterpret_cast<const char*>(c.head) + off, 1);
       }
     }
@@ -77,7 +92,7 @@ class ObjectPool {
 
     // Makes kBatch constructed objects, linked through pool_next.
     T* NewChunk() {
-      constexpr std::size_t kChunkBytes = sizeof(T) * kBatch;
+      constexpr std::size_t kChunkBytes = kStride * kBatch;
       // 4 MiB for 128-byte objects; whole huge pages.
       constexpr std::size_t kRegionBytes =
           (kChunkBytes * 256 + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
@@ -87,15 +102,17 @@ class ObjectPool {
         region_next = static_cast<char*>(region);
         region_left = kRegionBytes;
       }
-      // sizeof(T) is a multiple of alignof(T), so every chunk stays aligned.
-      T* chunk = reinterpret_cast<T*>(region_next);
+      char* const chunk = region_next;
       region_next += kChunkBytes;
       region_left -= kChunkBytes;
-      for (int i = 0; i < kBatch; ++i) new (&chunk[i]) T;
-      ChunkInit{}(chunk, kBatch);
-      for (int i = 0; i < kBatch; ++i)
-        chunk[i].pool_next = i + 1 < kBatch ? &chunk[i + 1] : nullptr;
-      return chunk;
+      auto object = [chunk](int i) {
+        return reinterpret_cast<T*>(chunk + kStride * static_cast<std::size_t>(i));
+      };
+      for (int i = 0; i < kBatch; ++i) {
+        Layout::Init(new (object(i)) T);
+        object(i)->pool_next = i + 1 < kBatch ? object(i + 1) : nullptr;
+      }
+      return object(0);
     }
   };
   // Never destroyed: thread caches may hand objects back during static

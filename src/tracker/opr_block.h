@@ -138,7 +138,7 @@ struct alignas(128) OprBlock {
   };
   // Bits 0-1: which function fn_ holds (kNoFn, kSyncFn, kAsyncFn). Bit 2
   // (kHeapSlots): slot_data_ is a kept array, not the inline slot. Bit 3
-  // (kSharedSlots): that array is a share of its chunk's slot storage (see
+  // (kSharedSlots): that array is storage the block's pool gave it (see
   // AdoptSlotStorage), not the block's own allocation. In the first cache
   // line, so that a push of one var sets up its slot with stores only (see
   // ResizeSlots).
@@ -236,8 +236,8 @@ struct alignas(128) OprBlock {
     slot_size_ = static_cast<std::uint16_t>(n);
   }
   // Gives a fresh block `cap` slots of storage that it does not own (its
-  // pool's chunk does), so that a pool growing by a chunk of multi-var
-  // blocks makes one allocation rather than one per block.
+  // pool's chunk does: the slots right after a multi-var block), so that
+  // a multi-var block needs no allocation of its own.
   void AdoptSlotStorage(VarSlot* storage, std::uint16_t cap) {
     slot_data_ = storage;
     slot_cap_ = cap;

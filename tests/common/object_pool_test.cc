@@ -96,5 +96,47 @@ TEST(ObjectPoolTest, ObjectsFreedOnAnotherThreadComeBackInBatches) {
   for (Item* it : again) ItemPool::Free(it);
 }
 
+// A Layout with room after each object, as the engine's multi-var blocks
+// have for their slots: Init sees every new object once, and the room is
+// the object's own (no neighbour overlaps it).
+struct RoomyLayout {
+  static constexpr std::size_t kStride = 2 * sizeof(Item);
+  static char* Room(Item* it) { return reinterpret_cast<char*>(it) + sizeof(Item); }
+  static void Init(Item* it) {
+    it->constructed = 43;
+    std::memset(Room(it), 0, sizeof(Item));
+  }
+};
+using RoomyPool = ObjectPool<Item, RoomyLayout>;
+static_assert(RoomyPool::kStride == 256 && ItemPool::kStride == sizeof(Item));
+
+TEST(ObjectPoolTest, ALayoutGivesEachObjectRoomAfterIt) {
+  std::vector<Item*> items;
+  std::set<std::uintptr_t> starts;
+  for (int i = 0; i < 3 * RoomyPool::kBatch + 5; ++i) {  // several chunks
+    Item* it = RoomyPool::Allocate();
+    ASSERT_TRUE(Aligned(it, alignof(Item)));
+    EXPECT_EQ(it->constructed, 43) << "Layout::Init did not run on this object";
+    starts.insert(reinterpret_cast<std::uintptr_t>(it));
+    items.push_back(it);
+  }
+  ASSERT_EQ(starts.size(), items.size()) << "object handed out twice";
+  // Each object and its room, [start, start + kStride), are disjoint from
+  // every other's.
+  std::uintptr_t prev_end = 0;
+  for (std::uintptr_t start : starts) {
+    EXPECT_GE(start, prev_end) << "an object overlaps the room of the one before it";
+    prev_end = start + RoomyPool::kStride;
+  }
+  // The room is usable and keeps what was written across Free/Allocate.
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    std::memset(RoomyLayout::Room(items[i]), static_cast<int>(i & 0x7f), sizeof(Item));
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    EXPECT_EQ(RoomyLayout::Room(items[i])[sizeof(Item) - 1], static_cast<char>(i & 0x7f));
+  }
+  for (Item* it : items) RoomyPool::Free(it);
+}
+
 }  // namespace
 }  // namespace depengine::internal
