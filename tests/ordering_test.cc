@@ -5,6 +5,7 @@
 // Shared data touched by engine functions is plain (non-atomic) on purpose:
 // under ThreadSanitizer any missing ordering is a reported race.
 #include <atomic>
+#include <memory>
 #include <vector>
 
 #include "engine_fixture.h"
@@ -106,6 +107,57 @@ TEST_P(OrderingTest, ReadersShareAVarWhileAWriterWaitsForThemAll) {
   ExpectQuiet(writer_ran, "a writer ran while an earlier reader of its var was unfinished");
   first_reader.Release();
   EXPECT_TRUE(writer_ran.WaitFor());
+}
+
+TEST_P(OrderingTest, AWholeRunOfWaitingReadersIsGrantedAtOnce) {
+  // A run of readers queued behind a writer, long enough to span several
+  // ReaderGroups, some reading only v (the one-var push) and some v and a
+  // var of their own: when the writer finishes, every one of them starts,
+  // although none has finished (each keeps its var, as a Hold), and the
+  // writer queued behind the run starts only after the last one finishes.
+  // Then the readers behind that writer start together too.
+  constexpr int kReaders = 40;
+  constexpr int kLaterReaders = 15;
+  Event second_writer_ran;
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  std::vector<VarHandle> own(kReaders);
+  for (VarHandle& o : own) o = engine().NewVariable();
+  auto first_writer = std::make_unique<Hold>(engine(), std::vector<VarHandle>{},
+                                             std::vector<VarHandle>{v});
+  ASSERT_TRUE(first_writer->WaitStarted());
+  std::vector<std::unique_ptr<Hold>> readers;
+  for (int i = 0; i < kReaders; ++i) {
+    const std::vector<VarHandle> reads =
+        i % 3 == 1 ? std::vector<VarHandle>{v, own[i]} : std::vector<VarHandle>{v};
+    readers.push_back(std::make_unique<Hold>(engine(), reads, std::vector<VarHandle>{}));
+  }
+  engine().PushSync([&](RunContext) { second_writer_ran.Notify(); }, Context::CPU(), {}, {v});
+  std::vector<std::unique_ptr<Hold>> later_readers;
+  for (int i = 0; i < kLaterReaders; ++i) {
+    later_readers.push_back(
+        std::make_unique<Hold>(engine(), std::vector<VarHandle>{v}, std::vector<VarHandle>{}));
+  }
+  for (int i = 0; i < kReaders; ++i) {
+    EXPECT_FALSE(readers[i]->Started()) << "reader " << i << " ran before the writer it follows";
+  }
+  first_writer->Release();
+  for (int i = 0; i < kReaders; ++i) {
+    ASSERT_TRUE(readers[i]->WaitStarted())
+        << "reader " << i << " of the run did not start while the others still held the var";
+  }
+  for (int i = 0; i + 1 < kReaders; ++i) readers[i]->Release();
+  ExpectQuiet(second_writer_ran, "a writer ran while a reader before it was unfinished");
+  for (int i = 0; i < kLaterReaders; ++i) {
+    EXPECT_FALSE(later_readers[i]->Started()) << "a reader ran before the writer it follows";
+  }
+  readers.back()->Release();
+  EXPECT_TRUE(second_writer_ran.WaitFor());
+  for (int i = 0; i < kLaterReaders; ++i) {
+    EXPECT_TRUE(later_readers[i]->WaitStarted()) << "later reader " << i << " did not start";
+  }
+  for (auto& r : later_readers) r->Release();
+  engine().WaitForAll();
 }
 
 TEST_P(OrderingTest, ReaderWaitsForEarlierWriterAndLaterReadersWaitToo) {

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <mutex>
 #include <new>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -72,6 +73,25 @@ class ObjectPool {
     return obj;
   }
 
+  // Makes sure that the calling thread's next n Allocate() calls are served
+  // from its own cache, so that they cannot throw: a caller may then
+  // allocate while it holds locks that an exception would leave held.
+  static void Reserve(int n) {
+    LocalCache& c = Local();
+    while (c.count < n) {
+      auto [batch, size] = G().TakeBatch();  // may throw; nothing changed yet
+      // The cache is short (fewer than n objects): put it in front.
+      if (c.head != nullptr) {
+        T* last = c.head;
+        while (last->pool_next != nullptr) last = last->pool_next;
+        last->pool_next = batch;
+        batch = c.head;
+      }
+      c.head = batch;
+      c.count += size;
+    }
+  }
+
   static void Free(T* obj) {
     LocalCache& c = Local();
     obj->pool_next = c.head;
@@ -89,6 +109,18 @@ class ObjectPool {
     std::vector<void*> regions;   // guarded by mu: all storage, never freed
     char* region_next = nullptr;  // guarded by mu: the unused rest of the newest region
     std::size_t region_left = 0;  // guarded by mu
+
+    // A free list for a thread's cache: a batch others freed, or a new
+    // chunk.
+    std::pair<T*, int> TakeBatch() {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!batches.empty()) {
+        const std::pair<T*, int> batch = batches.back();
+        batches.pop_back();
+        return batch;
+      }
+      return {NewChunk(), kBatch};
+    }
 
     // Makes kBatch constructed objects, linked through pool_next.
     T* NewChunk() {
@@ -132,18 +164,7 @@ class ObjectPool {
     T* head = nullptr;  // owned by this thread
     int count = 0;
 
-    void Refill() {
-      Global& g = G();
-      std::lock_guard<std::mutex> lock(g.mu);
-      if (!g.batches.empty()) {
-        head = g.batches.back().first;
-        count = g.batches.back().second;
-        g.batches.pop_back();
-        return;
-      }
-      head = g.NewChunk();
-      count = kBatch;
-    }
+    void Refill() { std::tie(head, count) = G().TakeBatch(); }
 
     void SpillOneBatch() {
       T* batch = head;

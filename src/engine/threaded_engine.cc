@@ -572,12 +572,16 @@ void ThreadedEngine::DeleteVariable(SyncFn delete_fn, Context exec_ctx, VarHandl
 // Locks a run-time set of vars, which the static analysis cannot follow.
 void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted,
                              bool profiling) NO_THREAD_SAFETY_ANALYSIS {
+  std::size_t reads = 0;
   for (VarSlot& s : b->slots()) {
     if (!IsOwnLiveHandle(s.var)) {
       RecycleBlock(b);
       CheckVar(s.var, call);  // throws the message that names the problem
     }
+    if (!s.write()) ++reads;
   }
+  // A read queued below may start a ReaderGroup, with var locks held.
+  if (reads > 0) Var::ReserveGroups(reads);
   b->profile = kProfilerBuilt && (profiling || profile_all_.load(std::memory_order_relaxed)) &&
                        b->kind != OprKind::kWaitVar
                    ? profiler_->Begin(*b)
@@ -864,7 +868,7 @@ void ThreadedEngine::CompleteCallback(void* param, std::uint64_t ticket, std::ex
 void ThreadedEngine::PrefetchSlots(const OprBlock& b) {
   const std::span<const VarSlot> slots = b.slots();
   if (slots.size() == 1) {
-    if (const VarSlot* next = slots[0].next) {
+    if (const VarSlot* next = slots[0].next()) {
       const auto line_pair = reinterpret_cast<std::uintptr_t>(next) & ~std::uintptr_t{127};
       __builtin_prefetch(reinterpret_cast<const void*>(line_pair), 1);
       __builtin_prefetch(reinterpret_cast<const void*>(line_pair + 64), 1);

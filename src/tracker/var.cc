@@ -2,7 +2,47 @@
 
 #include <cassert>
 
+#include "common/object_pool.h"
+
 namespace depengine {
+namespace {
+
+using GroupPool = internal::ObjectPool<internal::ReaderGroup>;
+
+}  // namespace
+
+void Var::ReserveGroups(std::size_t reads) {
+  // A push with more reads than that would starve the cache for nothing:
+  // each read starts at most one group.
+  GroupPool::Reserve(static_cast<int>(reads < 4096 ? reads : 4096));
+}
+
+void Var::AddUse(internal::VarSlot** head, internal::VarSlot** tail, internal::VarSlot* slot) {
+  internal::VarSlot* const last = *tail;
+  // A read behind a read (a slot or a group) continues a run: it goes into
+  // the group at the tail, or a new one.
+  if (!slot->write() && last != nullptr && !last->write()) {
+    if (last->is_group()) {
+      auto* group = static_cast<internal::ReaderGroup*>(last);
+      if (group->size < internal::ReaderGroup::kCapacity) {
+        group->owners[group->size++] = slot->owner();
+        return;
+      }
+    }
+    // Reserved by the pusher (ReserveGroups), so this does not throw.
+    internal::ReaderGroup* group = GroupPool::Allocate();
+    group->size = 1;
+    group->owners[0] = slot->owner();
+    slot = group;
+  }
+  slot->set_next(nullptr);
+  if (last == nullptr) {
+    *head = slot;
+  } else {
+    last->set_next(slot);
+  }
+  *tail = slot;
+}
 
 void Var::Init(const internal::ThreadedEngine* owner) {
   engine = owner;
@@ -39,13 +79,8 @@ bool Var::GrantOrQueueLocked(internal::VarSlot* slot) {
 }
 
 void Var::QueueLocked(internal::VarSlot* slot) {
-  slot->next = nullptr;
-  if (queue_tail == nullptr) {
-    queue_head = queue_tail = slot;
-  } else {
-    queue_tail->next = slot;
-    queue_tail = slot;
-  }
+  slot->set_next(nullptr);  // a read in a group stays unlinked (PrefetchSlots reads it)
+  AddUse(&queue_head, &queue_tail, slot);
   ++queue_len;
   // A long FIFO is a chain the worker is draining: later pushes should go to
   // the inbox and leave this line to the worker (a hint; stored only when it
@@ -63,7 +98,7 @@ void Var::PullInboxLocked() {
     if (queue_tail == nullptr) {
       queue_head = inbox_head;
     } else {
-      queue_tail->next = inbox_head;
+      queue_tail->set_next(inbox_head);
     }
     queue_tail = inbox_tail;
     queue_len += inbox_len;
@@ -86,13 +121,12 @@ bool Var::PublishStateLocked() {
 }
 
 Var::AppendResult Var::Append(internal::VarSlot* slot, bool* granted) {
-  slot->next = nullptr;
+  slot->set_next(nullptr);  // a read in a group stays unlinked (PrefetchSlots reads it)
   *granted = false;
   if (inbox_head != nullptr) {
-    // Whoever pulls the earlier slots (a completion, or that slot's pusher
+    // Whoever pulls the earlier uses (a completion, or that use's pusher
     // settling) takes push_lock after us, so it pulls this one too.
-    inbox_tail->next = slot;
-    inbox_tail = slot;
+    AddUse(&inbox_head, &inbox_tail, slot);
     ++inbox_len;
     return AppendResult::kInbox;
   }
@@ -115,7 +149,7 @@ Var::AppendResult Var::Append(internal::VarSlot* slot, bool* granted) {
 }
 
 Var::AppendResult Var::AppendToEmptyInbox(internal::VarSlot* slot) {
-  inbox_head = inbox_tail = slot;
+  AddUse(&inbox_head, &inbox_tail, slot);
   inbox_len = 1;
   inbox_pending.store(true, std::memory_order_seq_cst);
   // seq_cst, after the flag: see SettleLocked.
@@ -176,26 +210,40 @@ void Var::GrantFromQueueLocked(internal::GrantList* granted) {
       if (running_reads > 0) break;
       write_running = true;
       GrantOwner(s->owner(), granted);
-      s = s->next;
+      s = s->next();
       --queue_len;
       break;
     }
-    ++running_reads;
-    GrantOwner(s->owner(), granted);
-    s = s->next;
-    --queue_len;
+    // Reads (a slot, or a group) join whatever reads run: nothing waits
+    // ahead of them.
+    internal::VarSlot* const next = s->next();
+    const bool write_follows = s->next_is_write();
+    if (s->is_group()) {
+      auto* group = static_cast<internal::ReaderGroup*>(s);
+      running_reads += static_cast<int>(group->size);
+      queue_len -= group->size;
+      for (std::uint32_t i = 0; i < group->size; ++i) GrantOwner(group->owners[i], granted);
+      GroupPool::Free(group);
+    } else {
+      ++running_reads;
+      GrantOwner(s->owner(), granted);
+      --queue_len;
+    }
+    s = next;
+    // A write waits for these reads: stop without touching its cold slot.
+    if (write_follows) break;
   }
   queue_head = s;
   if (queue_head == nullptr) {
     queue_tail = nullptr;
   } else {
-    // The slot the next grant reads was usually pushed long ago (the pusher
-    // runs ahead) and is cold: fetch it while the functions granted now run.
-    // Both ends: a multi-var block's slots are 24 bytes apart in its array,
-    // so a slot may straddle two lines (its link in one, its owner in the
-    // other).
+    // The element the next grant reads was usually pushed long ago (the
+    // pusher runs ahead) and is cold: fetch it while the functions granted
+    // now run. Both ends of a slot: a multi-var block's slots are 24 bytes
+    // apart, so a slot may straddle two lines (its link in one, its owner in
+    // the other). A group's first line holds its first four owners.
     __builtin_prefetch(s);
-    __builtin_prefetch(reinterpret_cast<const char*>(s + 1) - 1);
+    __builtin_prefetch(reinterpret_cast<const char*>(s) + sizeof(internal::VarSlot) - 1);
   }
 }
 

@@ -5,9 +5,9 @@
 // A var has two sides on two cache lines, so that a pusher running ahead of
 // the workers (a chain: W1, W5) and the worker finishing the var's functions
 // do not trade one line per function:
-//   push side   push_lock: `deleted` and the inbox, a list of slots pushed
+//   push side   push_lock: `deleted` and the inbox, a list of uses pushed
 //               but not yet seen by the grant side, in push order.
-//   grant side  lock: the state machine below and the FIFO of waiting slots.
+//   grant side  lock: the state machine below and the FIFO of waiting uses.
 //
 // The grant side's state machine, with `Q` the FIFO:
 //   Idle        running_reads == 0, !write_running, Q empty
@@ -17,8 +17,10 @@
 // only from Idle. Otherwise the request waits in Q. When the last reader
 // finishes, a waiting writer at the head of Q is granted; when a writer
 // finishes, the head writer, or else every reader up to the next writer, is
-// granted. Slots move from the inbox to the end of Q whenever Q runs empty
-// (SettleLocked), or before a one-var push (PrepareSingleLocked).
+// granted. Q and the inbox hold a waiting write as its slot and a run of
+// waiting reads as ReaderGroups. Uses move from the inbox to the end of Q
+// whenever Q runs empty (SettleLocked), or before a one-var push
+// (PrepareSingleLocked).
 //
 // `state` (see GrantState) tells a pusher whether a later completion is
 // certain to come and pull the inbox: then the pusher only appends its slot.
@@ -27,6 +29,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "common/mutex.h"
@@ -38,12 +41,10 @@ struct OprBlock;
 class ThreadedEngine;
 
 // One use of one var by one pushed function; lives inside the function's
-// OprBlock, and is linked into the var's queue while it waits.
+// OprBlock, and is linked into the var's queue while it waits (see
+// ReaderGroup for the exception).
 struct VarSlot {
   Var* var = nullptr;
-  // Next waiting slot; guarded by var->lock while queued (push_lock in the
-  // inbox). Left as it was once the slot is granted (see PrefetchSlots).
-  VarSlot* next = nullptr;
 
   VarSlot() = default;
   VarSlot(Var* v, OprBlock* owner, bool write)
@@ -54,10 +55,51 @@ struct VarSlot {
   }
   // Whether it writes the var (else it only reads it).
   bool write() const { return (owner_and_write_ & 1u) != 0; }
+  // Whether this is the queue link of a ReaderGroup, not a function's use.
+  bool is_group() const { return owner_and_write_ == kGroupTag; }
+
+  // The next element of the var's queue (or inbox), and whether it is a
+  // write: a grant that ends a run of reads stops there without reading the
+  // write's cold slot. Guarded by var->lock while queued (push_lock in the
+  // inbox); left as it was once the element is granted (see PrefetchSlots).
+  VarSlot* next() const { return reinterpret_cast<VarSlot*>(next_ & ~std::uintptr_t{1}); }
+  bool next_is_write() const { return (next_ & 1u) != 0; }
+  // `n` was just written by this thread (a push) or is this list's own.
+  void set_next(const VarSlot* n) {
+    next_ = reinterpret_cast<std::uintptr_t>(n) | (n != nullptr && n->write() ? 1u : 0u);
+  }
+
+ protected:
+  struct GroupTag {};
+  explicit VarSlot(GroupTag) : owner_and_write_(kGroupTag) {}
 
  private:
-  std::uintptr_t owner_and_write_ = 0;  // blocks are 8-aligned: bit 0 is free
+  // Bit 0: write. Blocks are 128-aligned, so bit 1 is free too: a group's
+  // link has no owner and bit 1 set.
+  static constexpr std::uintptr_t kGroupTag = 2;
+  std::uintptr_t next_ = 0;  // slots are 8-aligned: bit 0 is free
+  std::uintptr_t owner_and_write_ = 0;
 };
+
+// Reads waiting on a var in a run (no write between them), after the run's
+// first, which waits as its own slot: their owners in an array. A grant of
+// the run then reads one line more than its first slot, instead of one cold
+// slot per read, each found only through the one before it (W4's workers
+// spent about a third of their time in that chain of dependent misses). A
+// run of one read, common when each round of a program reads a var once
+// (W3), needs no group. Groups come from an object pool: the pusher that
+// starts one takes it (see Var::ReserveGroups), the grant that empties it
+// gives it back. A longer run than kCapacity + 1 is several groups.
+struct alignas(128) ReaderGroup : VarSlot {
+  static constexpr std::uint32_t kCapacity = 11;
+  ReaderGroup() : VarSlot(GroupTag{}) {}
+  // Reads in owners[]; guarded like the link, by the lock of the list that
+  // holds the group (var->lock in the queue, push_lock in the inbox).
+  std::uint32_t size = 0;
+  OprBlock* owners[kCapacity];
+  ReaderGroup* pool_next = nullptr;  // owned by ObjectPool while free
+};
+static_assert(sizeof(ReaderGroup) == 128, "a ReaderGroup is one pair of cache lines");
 
 // A list of slots granted by a completion, to be handed to their owners
 // after the var's lock is released. Owner blocks may be recycled as soon as
@@ -105,10 +147,11 @@ class alignas(64) Var {
   // slot is published; read under push_lock, or (relaxed) by a single-var
   // push holding `lock` (see PushSingleLocked).
   std::atomic<bool> deleted{false};
-  // Slots pushed and not yet moved to the grant side's FIFO, oldest first.
+  // Uses pushed and not yet moved to the grant side's FIFO, oldest first:
+  // writes' slots and ReaderGroups.
   internal::VarSlot* inbox_head GUARDED_BY(push_lock) = nullptr;
   internal::VarSlot* inbox_tail GUARDED_BY(push_lock) = nullptr;
-  std::uint32_t inbox_len GUARDED_BY(push_lock) = 0;
+  std::uint32_t inbox_len GUARDED_BY(push_lock) = 0;  // uses, not elements
   // Set when a push saw a long FIFO (a chain its worker is draining):
   // pushes then go to the inbox without touching the grant side's line,
   // until one finds the FIFO short again. A hint, atomic so that it may be
@@ -141,9 +184,10 @@ class alignas(64) Var {
   std::atomic<bool> inbox_pending{false};
   bool write_running GUARDED_BY(lock) = false;               // a granted, unfinished write
   int running_reads GUARDED_BY(lock) = 0;                    // granted, unfinished reads
-  internal::VarSlot* queue_head GUARDED_BY(lock) = nullptr;  // oldest waiting use
-  internal::VarSlot* queue_tail GUARDED_BY(lock) = nullptr;  // newest waiting use
-  std::uint32_t queue_len GUARDED_BY(lock) = 0;              // waiting uses
+  // The FIFO of waiting uses: writes' slots and ReaderGroups, oldest first.
+  internal::VarSlot* queue_head GUARDED_BY(lock) = nullptr;
+  internal::VarSlot* queue_tail GUARDED_BY(lock) = nullptr;
+  std::uint32_t queue_len GUARDED_BY(lock) = 0;  // waiting uses, not elements
   internal::FailurePtr failure GUARDED_BY(lock);             // set by a failed writer
 
   // ---------------- cold (after the grant side, in its line) ---------------
@@ -154,6 +198,11 @@ class alignas(64) Var {
     Var* pool_next;  // owned by ObjectPool while the var is free
   };
   Var* live_next = nullptr;
+
+  // Makes sure the calling thread can start `reads` ReaderGroups without
+  // allocating: a pusher calls it before it takes any var's lock, since a
+  // read queued under those locks may start a group and must not throw.
+  static void ReserveGroups(std::size_t reads);
 
   // Resets a pooled var for a new life in `owner`.
   void Init(const internal::ThreadedEngine* owner) NO_THREAD_SAFETY_ANALYSIS;
@@ -208,6 +257,9 @@ class alignas(64) Var {
   void QueueLocked(internal::VarSlot* slot) REQUIRES(lock);
   // Grants `slot` at once (true) or queues it and publishes `state`.
   bool GrantOrQueueLocked(internal::VarSlot* slot) REQUIRES(lock);
+  // Links `slot` at the end of the list [*head, *tail]: a write's slot as
+  // itself, a read into the group at the tail, or a new group.
+  static void AddUse(internal::VarSlot** head, internal::VarSlot** tail, internal::VarSlot* slot);
   // Moves the inbox to the end of the FIFO and clears inbox_pending.
   void PullInboxLocked() REQUIRES(lock) EXCLUDES(push_lock);
 };

@@ -96,6 +96,24 @@ TEST(ObjectPoolTest, ObjectsFreedOnAnotherThreadComeBackInBatches) {
   for (Item* it : again) ItemPool::Free(it);
 }
 
+TEST(ObjectPoolTest, ReserveKeepsWhatTheCacheHeldAndCoversTheCount) {
+  // Reserve(n) tops the thread's cache up to n objects; what the cache held
+  // before stays in it (nothing is dropped), and n allocations then follow.
+  std::vector<Item*> kept;
+  for (int i = 0; i < 5; ++i) kept.push_back(ItemPool::Allocate());
+  for (Item* it : kept) ItemPool::Free(it);
+  constexpr int kReserve = 2 * ItemPool::kBatch + 7;  // more than one batch
+  ItemPool::Reserve(kReserve);
+  std::set<Item*> got;
+  for (int i = 0; i < kReserve + 5; ++i) {
+    Item* it = ItemPool::Allocate();
+    ASSERT_TRUE(got.insert(it).second) << "object handed out twice";
+    EXPECT_EQ(it->pool_next, nullptr);
+  }
+  for (Item* it : kept) EXPECT_EQ(got.count(it), 1u) << "Reserve dropped an object the cache held";
+  for (Item* it : got) ItemPool::Free(it);
+}
+
 // A Layout with room after each object, as the engine's multi-var blocks
 // have for their slots: Init sees every new object once, and the room is
 // the object's own (no neighbour overlaps it).
