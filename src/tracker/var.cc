@@ -241,7 +241,7 @@ void Var::GrantFromQueueLocked(internal::GrantList* granted) {
     // pusher runs ahead) and is cold: fetch it while the functions granted
     // now run. Both ends of a slot: a multi-var block's slots are 24 bytes
     // apart, so a slot may straddle two lines (its link in one, its owner in
-    // the other). A group's first line holds its first four owners.
+    // the other). A group's first line holds its first three owners.
     __builtin_prefetch(s);
     __builtin_prefetch(reinterpret_cast<const char*>(s) + sizeof(internal::VarSlot) - 1);
   }

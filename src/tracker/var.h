@@ -96,8 +96,10 @@ struct alignas(128) ReaderGroup : VarSlot {
   // Reads in owners[]; guarded like the link, by the lock of the list that
   // holds the group (var->lock in the queue, push_lock in the inbox).
   std::uint32_t size = 0;
-  OprBlock* owners[kCapacity];
+  // In the first line with the link and the first owners: taking a group
+  // from the pool and filling it for a short run touches that line only.
   ReaderGroup* pool_next = nullptr;  // owned by ObjectPool while free
+  OprBlock* owners[kCapacity];
 };
 static_assert(sizeof(ReaderGroup) == 128, "a ReaderGroup is one pair of cache lines");
 
