@@ -26,7 +26,6 @@
 #include <cstddef>
 #include <mutex>
 #include <new>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -76,19 +75,13 @@ class ObjectPool {
   // Makes sure that the calling thread's next n Allocate() calls are served
   // from its own cache, so that they cannot throw: a caller may then
   // allocate while it holds locks that an exception would leave held.
-  static void Reserve(int n) {
+  static void Reserve(std::size_t n) {
     LocalCache& c = Local();
-    while (c.count < n) {
-      auto [batch, size] = G().TakeBatch();  // may throw; nothing changed yet
-      // The cache is short (fewer than n objects): put it in front.
-      if (c.head != nullptr) {
-        T* last = c.head;
-        while (last->pool_next != nullptr) last = last->pool_next;
-        last->pool_next = batch;
-        batch = c.head;
-      }
-      c.head = batch;
-      c.count += size;
+    while (static_cast<std::size_t>(c.count) < n) {
+      const Batch batch = G().TakeBatch();  // may throw; nothing changed yet
+      batch.tail->pool_next = c.head;
+      c.head = batch.head;
+      c.count += batch.size;
     }
   }
 
@@ -100,9 +93,20 @@ class ObjectPool {
   }
 
  private:
+  // A free list, with its last object so that lists join in O(1).
+  struct Batch {
+    T* head;
+    T* tail;
+    int size;
+  };
+
+  static T* LastOfChunk(T* chunk) {
+    return reinterpret_cast<T*>(reinterpret_cast<char*>(chunk) + kStride * (kBatch - 1));
+  }
+
   struct Global {
     std::mutex mu;
-    std::vector<std::pair<T*, int>> batches;  // guarded by mu: free lists and their lengths
+    std::vector<Batch> batches;  // guarded by mu: free lists
     // Storage: objects are carved kBatch at a time out of large regions, so
     // that a pending function costs sizeof(T) and nothing more (an
     // allocation per chunk would add its header and alignment padding).
@@ -112,14 +116,15 @@ class ObjectPool {
 
     // A free list for a thread's cache: a batch others freed, or a new
     // chunk.
-    std::pair<T*, int> TakeBatch() {
+    Batch TakeBatch() {
       std::lock_guard<std::mutex> lock(mu);
       if (!batches.empty()) {
-        const std::pair<T*, int> batch = batches.back();
+        const Batch batch = batches.back();
         batches.pop_back();
         return batch;
       }
-      return {NewChunk(), kBatch};
+      T* const chunk = NewChunk();
+      return {chunk, LastOfChunk(chunk), kBatch};
     }
 
     // Makes kBatch constructed objects, linked through pool_next.
@@ -164,7 +169,11 @@ class ObjectPool {
     T* head = nullptr;  // owned by this thread
     int count = 0;
 
-    void Refill() { std::tie(head, count) = G().TakeBatch(); }
+    void Refill() {
+      const Batch batch = G().TakeBatch();
+      head = batch.head;
+      count = batch.size;
+    }
 
     void SpillOneBatch() {
       T* batch = head;
@@ -175,7 +184,7 @@ class ObjectPool {
       count -= kBatch;
       Global& g = G();
       std::lock_guard<std::mutex> lock(g.mu);
-      g.batches.emplace_back(batch, kBatch);
+      g.batches.push_back({batch, last, kBatch});
     }
 
     ~LocalCache() {
@@ -183,9 +192,11 @@ class ObjectPool {
       // final partial one (Refill accepts any non-empty list).
       while (count >= kBatch) SpillOneBatch();
       if (head == nullptr) return;
+      T* last = head;
+      while (last->pool_next != nullptr) last = last->pool_next;
       Global& g = G();
       std::lock_guard<std::mutex> lock(g.mu);
-      g.batches.emplace_back(head, count);
+      g.batches.push_back({head, last, count});
       head = nullptr;
       count = 0;
     }

@@ -12,9 +12,8 @@ using GroupPool = internal::ObjectPool<internal::ReaderGroup>;
 }  // namespace
 
 void Var::ReserveGroups(std::size_t reads) {
-  // A push with more reads than that would starve the cache for nothing:
-  // each read starts at most one group.
-  GroupPool::Reserve(static_cast<int>(reads < 4096 ? reads : 4096));
+  // Each read starts at most one group.
+  GroupPool::Reserve(reads);
 }
 
 void Var::AddUse(internal::VarSlot** head, internal::VarSlot** tail, internal::VarSlot* slot) {
