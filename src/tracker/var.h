@@ -154,10 +154,11 @@ class alignas(64) Var {
   internal::VarSlot* inbox_head GUARDED_BY(push_lock) = nullptr;
   internal::VarSlot* inbox_tail GUARDED_BY(push_lock) = nullptr;
   std::uint32_t inbox_len GUARDED_BY(push_lock) = 0;  // uses, not elements
-  // Set when a push saw a long FIFO (a chain its worker is draining):
-  // pushes then go to the inbox without touching the grant side's line,
-  // until one finds the FIFO short again. A hint, atomic so that it may be
-  // read and written under either lock.
+  // Set when a push saw a long FIFO (a chain its worker is draining): a
+  // one-var push (PushSingle) then takes the general path to the inbox
+  // instead of the grant side's lock, until an Append finds the FIFO short
+  // again. A hint, atomic so that it may be read and written under either
+  // lock.
   std::atomic<bool> chain_mode{false};
   const internal::ThreadedEngine* engine = nullptr;  // set at creation, read-only after
   std::uint64_t profile_id = 0;                      // names the var in profiles; set at creation
@@ -169,11 +170,12 @@ class alignas(64) Var {
   enum GrantState : std::uint8_t {
     kIdle,     // nothing waits in the FIFO (a function may run): a pusher
                // whose slot starts the inbox settles the var itself
-    kBusy,     // a few slots wait on running functions: their completion
-               // will settle (pull the inbox)
-    kBacklog,  // at least kLongBacklog slots wait: as kBusy, and pushers go
-               // to the inbox rather than take the grant side's lock (a
-               // chain whose worker is busy on this var)
+    kBusy,     // a few uses wait on running functions: their completion
+               // will settle (pull the inbox), so Append puts a slot in the
+               // inbox rather than take the grant side's lock
+    kBacklog,  // at least kLongBacklog uses wait: as kBusy, and a one-var
+               // push skips the grant side too (chain_mode: a chain whose
+               // worker is busy on this var)
   };
   // A short FIFO (the next function on a var, W2) is appended to directly:
   // the inbox would add a trip to the pushers' line on completion.
