@@ -129,8 +129,8 @@ Var::AppendResult Var::Append(internal::VarSlot* slot, bool* granted) {
     ++inbox_len;
     return AppendResult::kInbox;
   }
-  if (chain_mode.load(std::memory_order_relaxed) &&
-      state.load(std::memory_order_relaxed) != kBacklog) {
+  const GrantState seen = state.load(std::memory_order_relaxed);  // a hint; see AppendToEmptyInbox
+  if (seen != kBacklog && chain_mode.load(std::memory_order_relaxed)) {
     chain_mode.store(false, std::memory_order_relaxed);  // the chain drained (see PushSingle)
   }
   // Anything waits in the FIFO: its head waits on a running function, whose
@@ -140,7 +140,7 @@ Var::AppendResult Var::Append(internal::VarSlot* slot, bool* granted) {
   // functions are running) fight the workers' completions for those lines:
   // W3 took 1.2-1.4x as long (two sets of interleaved rounds), W4 at T = 0
   // about 1.15x.
-  if (state.load(std::memory_order_relaxed) != kIdle) return AppendToEmptyInbox(slot);
+  if (seen != kIdle) return AppendToEmptyInbox(slot);
   // The var is idle, or only runs functions: take the grant side's lock, if
   // free, and grant or queue directly, one transfer of a line the
   // completion needs back anyway (a push that finds the var idle would
