@@ -12,15 +12,20 @@ namespace {
 using internal::OprBlock;
 using internal::TaskQueue;
 
+// Takes the kBatch blocks just pushed back out.
+void PopBatch(TaskQueue& queue, benchmark::State& state) {
+  for (int i = 0; i < kBatch; ++i) {
+    if (queue.Pop([] {}) == nullptr) state.SkipWithError("the queue lost a block");
+  }
+}
+
 // kBatch pushes, one at a time (Dispatch from a pusher), then kBatch pops.
 void BM_QueuePushPop(benchmark::State& state) {
   TaskQueue queue;
   std::vector<OprBlock> blocks(kBatch);
   for (auto _ : state) {
     for (OprBlock& b : blocks) queue.Push(&b);
-    for (int i = 0; i < kBatch; ++i) {
-      if (queue.Pop([] {}) == nullptr) state.SkipWithError("the queue lost a block");
-    }
+    PopBatch(queue, state);
   }
   ReportPerPush(state);
 }
@@ -35,9 +40,7 @@ void BM_QueuePushBatchPop(benchmark::State& state) {
   for (OprBlock& b : blocks) pointers.push_back(&b);
   for (auto _ : state) {
     queue.PushBatch(pointers.data(), kBatch);
-    for (int i = 0; i < kBatch; ++i) {
-      if (queue.Pop([] {}) == nullptr) state.SkipWithError("the queue lost a block");
-    }
+    PopBatch(queue, state);
   }
   ReportPerPush(state);
 }
@@ -50,9 +53,7 @@ void BM_QueuePushPopPriorities(benchmark::State& state) {
   for (int i = 0; i < kBatch; ++i) blocks[i].priority = i % 7 - 3;
   for (auto _ : state) {
     for (OprBlock& b : blocks) queue.Push(&b);
-    for (int i = 0; i < kBatch; ++i) {
-      if (queue.Pop([] {}) == nullptr) state.SkipWithError("the queue lost a block");
-    }
+    PopBatch(queue, state);
   }
   ReportPerPush(state);
 }
