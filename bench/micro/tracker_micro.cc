@@ -42,8 +42,8 @@ bool Append(Var& var, VarSlot* slot, GrantList* granted) NO_THREAD_SAFETY_ANALYS
   return self;
 }
 
-// W1's tracker work: a write on an idle var is granted at once and
-// finished; nothing ever waits.
+// A write on an idle var, through the general push path: granted at once
+// and finished; nothing ever waits.
 void BM_VarWriteOnIdleVar(benchmark::State& state) {
   auto var = NewVar();
   Uses uses(var.get(), true);
@@ -81,11 +81,12 @@ BENCHMARK(BM_VarWriteChain)->UseRealTime();
 // the write's completion grants the whole run, and the reads finish.
 void BM_VarReadRunBehindWrite(benchmark::State& state) {
   auto var = NewVar();
-  Uses writer(var.get(), true);
+  OprBlock writer_owner;
+  VarSlot writer(var.get(), &writer_owner, true);
   Uses readers(var.get(), false);
   for (auto _ : state) {
     GrantList granted;
-    if (!Append(*var, &writer.slots.front(), &granted)) state.SkipWithError("the write waited");
+    if (!Append(*var, &writer, &granted)) state.SkipWithError("the write waited");
     Var::ReserveGroups(kBatch);
     for (VarSlot& slot : readers.slots) Append(*var, &slot, &granted);
     GrantList run;

@@ -44,6 +44,8 @@ class TrackedVar {
     slots_.emplace_back(var_.get(), uses_.back().owner.get(), write);
     VarSlot* slot = &slots_.back();
     GrantList granted;
+    // As Enqueue does before any lock: a queued read may start a ReaderGroup.
+    if (!write) Var::ReserveGroups(1);
     if (path == PushPath::kSingle) {
       var_->lock.lock();
       EXPECT_TRUE(var_->PrepareSingleLocked(&granted));
@@ -51,7 +53,6 @@ class TrackedVar {
       var_->lock.unlock();
       if (self) MarkGranted(id);
     } else {
-      Var::ReserveGroups(write ? 0 : 1);
       // A completer holding the grant side makes Append's try_lock fail:
       // the slot must then start the inbox, and still be granted in order.
       if (path == PushPath::kGeneralBusy) var_->lock.lock();
