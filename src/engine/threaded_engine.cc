@@ -291,15 +291,7 @@ VarHandle ThreadedEngine::NewVariable() {
 }
 
 void ThreadedEngine::FreeVar(Var* v) {
-  bool had_failure = false;
-  {
-    SpinLockGuard g(v->lock);
-    if (v->failure) {
-      v->failure.reset();
-      had_failure = true;
-    }
-  }
-  if (had_failure) failed_var_count_.fetch_sub(1, std::memory_order_release);
+  TakeFailure(v);  // a deleted var's failure is dropped
   {
     MutexLock lock(failures_mu_);
     failed_vars_.erase(v);
@@ -1059,17 +1051,7 @@ void ThreadedEngine::WaitForAll() {
       }
     }
     failure_log_.clear();
-    for (Var* v : failed_vars_) {
-      bool cleared = false;
-      {
-        SpinLockGuard g(v->lock);
-        if (v->failure) {
-          v->failure.reset();
-          cleared = true;
-        }
-      }
-      if (cleared) failed_var_count_.fetch_sub(1, std::memory_order_release);
-    }
+    for (Var* v : failed_vars_) TakeFailure(v);
     failed_vars_.clear();
   }
   if (first) {

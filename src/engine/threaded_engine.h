@@ -143,6 +143,8 @@ class ThreadedEngine : public Engine {
 
   FailurePtr RecordFailure(std::exception_ptr error);
   FailurePtr FindFailure(OprBlock* b);
+  // Clears v's failure and returns it (null when it had none), keeping
+  // failed_var_count_ in step.
   FailurePtr TakeFailure(Var* v);
   void CheckVar(VarHandle v, const char* call) const;
   // The fast, non-throwing form of CheckVar.
