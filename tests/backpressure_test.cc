@@ -218,6 +218,35 @@ TEST_P(BackpressureTest, PushesFromInsideFunctionsAreNotHeldBack) {
   EXPECT_EQ(children.load(), kChildren);
 }
 
+// Only this engine's own threads skip the wait: a function running on
+// another engine is a pusher from outside like any thread.
+TEST_P(BackpressureTest, PushesFromAnotherEnginesFunctionsAreHeldBack) {
+  constexpr int kMax = 4;
+  constexpr int kTotal = 12;
+  InFlight fns;
+  auto e = MakeEngine(kMax);
+  EngineOptions other_options;
+  other_options.kind = EngineKind::kPooled;
+  other_options.cpu_worker_threads = 1;
+  auto other = CreateEngine(other_options);
+  other->PushSync(
+      [&](RunContext) {
+        for (int i = 0; i < kTotal; ++i) e->PushAsync(fns.Fn(), Context::CPU(), {}, {});
+      },
+      Context::CPU(), {}, {});
+  for (int done = 0; done < kTotal; ++done) {
+    ASSERT_TRUE(fns.WaitPending(std::min(kMax, kTotal - done))) << "after " << done << " completions";
+    EXPECT_FALSE(fns.WaitStarted(done + kMax + 1, kQuiet))
+        << "a push from another engine's function exceeded max_in_flight";
+    fns.CompleteOne();
+  }
+  other->WaitForAll();
+  fns.CompleteAll();
+  e->WaitForAll();
+  EXPECT_EQ(fns.Started(), kTotal);
+  EXPECT_LE(fns.MaxPending(), kMax);
+}
+
 TEST_P(BackpressureTest, DeleteVariableIsNotHeldBackWhenTheEngineIsFull) {
   InFlight fns;
   Event deleted;

@@ -12,6 +12,7 @@
 namespace depengine::test {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
@@ -136,6 +137,43 @@ TEST_P(BadInputTest, DeletedVarIsRejected) {
                 engine().NewOperator([](RunContext, CallbackOnComplete cb) { cb(); }, {v}, {});
               }),
               HasSubstr("deleted"));
+}
+
+// Slot counts are 16-bit inside the engine: a longer var list must be
+// refused, not wrapped to a short one (65,536 vars once became no
+// dependencies at all for a prebuilt operator, which then ran at once).
+TEST_P(BadInputTest, MoreThanMaxVarsPerFunctionIsRejected) {
+  PendingWork pending(engine());
+  VarHandle v = engine().NewVariable();
+  std::vector<VarHandle> vars(kMaxVarsPerFunction, v);  // merge to one var, but too many entries
+  std::vector<VarHandle> one_more = vars;
+  one_more.push_back(v);
+  const std::string limit = std::to_string(kMaxVarsPerFunction);
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
+                engine().NewOperator([](RunContext, CallbackOnComplete cb) { cb(); }, {}, one_more);
+              }),
+              AllOf(HasSubstr("too many vars"), HasSubstr(limit)));
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().PushSync([](RunContext) {}, Context::CPU(), {}, one_more); }),
+              AllOf(HasSubstr("too many vars"), HasSubstr(limit)));
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
+                engine().PushAsync([](RunContext, CallbackOnComplete cb) { cb(); }, Context::CPU(),
+                                   one_more, {});
+              }),
+              AllOf(HasSubstr("too many vars"), HasSubstr(limit)));
+  // Exactly the limit is accepted, and the engine keeps working.
+  int ran = 0;
+  OprHandle op = engine().NewOperator(
+      [&ran](RunContext, CallbackOnComplete cb) {
+        ++ran;
+        cb();
+      },
+      {}, vars);
+  engine().Push(op, Context::CPU());
+  engine().PushSync([&ran](RunContext) { ++ran; }, Context::CPU(), vars, {});
+  engine().WaitForVar(v);
+  EXPECT_EQ(ran, 2);
+  engine().DeleteOperator(op);
 }
 
 TEST_P(BadInputTest, VarInBothListsIsRejectedAndDuplicatesWithinAListMerge) {

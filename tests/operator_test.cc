@@ -182,6 +182,27 @@ TEST_P(OperatorTest, DeletedOperatorsAreFreedByTheTimeWaitForAllReturns) {
   for (VarHandle v : vars) engine().DeleteVariable([](RunContext) {}, Context::CPU(), v);
 }
 
+// A Push refused after it was counted (here: one of the operator's vars was
+// deleted) must still count as finished, or DeleteOperator never frees the
+// operator while the engine lives.
+TEST_P(OperatorTest, RefusedPushDoesNotKeepADeletedOperatorAlive) {
+  auto sentinel = std::make_shared<int>(0);
+  DrainGuard drain(engine());
+  VarHandle kept = engine().NewVariable();
+  VarHandle doomed = engine().NewVariable();
+  OprHandle op = engine().NewOperator([sentinel](RunContext, CallbackOnComplete cb) { cb(); },
+                                      {kept}, {doomed});
+  engine().Push(op, Context::CPU());
+  engine().DeleteVariable([](RunContext) {}, Context::CPU(), doomed);
+  engine().WaitForAll();
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] { engine().Push(op, Context::CPU()); }),
+              HasSubstr("deleted"));
+  engine().DeleteOperator(op);
+  engine().WaitForAll();
+  EXPECT_EQ(sentinel.use_count(), 1) << "a refused push kept the deleted operator alive";
+  engine().DeleteVariable([](RunContext) {}, Context::CPU(), kept);
+}
+
 TEST_P(OperatorTest, OperatorsNeverDeletedAreFreedWithTheEngine) {
   auto sentinel = std::make_shared<int>(0);
   VarHandle v = engine().NewVariable();

@@ -123,6 +123,27 @@ TEST_F(OptionsTest, BadCountNamesTheVariable) {
   }
 }
 
+// A count that does not fit its field is refused, not wrapped: 2^32 + 1
+// would become 1 thread and 2^31 a negative count.
+TEST_F(OptionsTest, CountTooLargeForItsFieldNamesTheVariable) {
+  for (const char* name : {"DEPENGINE_CPU_WORKER_NTHREADS", "DEPENGINE_CPU_PRIORITY_NTHREADS",
+                           "DEPENGINE_GPU_WORKER_NTHREADS", "DEPENGINE_GPU_COPY_NTHREADS",
+                           "DEPENGINE_SIMULATED_GPUS"}) {
+    for (const char* big : {"2147483648", "4294967297", "99999999999999999999"}) {
+      Set(name, big);
+      EXPECT_THAT(MessageOf<std::invalid_argument>([] { EngineOptions::FromEnv(); }),
+                  AllOf(HasSubstr(name), HasSubstr(big)))
+          << name << "=" << big;
+    }
+    Set(name, "2147483647");  // the largest that fits is still read
+    EXPECT_NO_THROW(EngineOptions::FromEnv()) << name;
+    unsetenv(name);
+  }
+  Set("DEPENGINE_MAX_IN_FLIGHT", "99999999999999999999");
+  EXPECT_THAT(MessageOf<std::invalid_argument>([] { EngineOptions::FromEnv(); }),
+              HasSubstr("DEPENGINE_MAX_IN_FLIGHT"));
+}
+
 TEST_F(OptionsTest, FromEnvBuildsTheEngineItNames) {
   Set("DEPENGINE_ENGINE_TYPE", "NaiveEngine");
   {

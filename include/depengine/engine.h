@@ -57,6 +57,11 @@ enum class FnProperty {
 inline constexpr int kMinPriority = -1'000'000;
 inline constexpr int kMaxPriority = 1'000'000;
 
+// The most vars one function may name: entries of const_vars and
+// mutable_vars together, counted before duplicates merge. NewOperator,
+// PushAsync and PushSync raise std::invalid_argument beyond it.
+inline constexpr std::size_t kMaxVarsPerFunction = 65'535;
+
 class Engine;
 class Var;  // opaque: a token standing for a resource functions use
 class Opr;  // opaque: a prebuilt operator (NewOperator)
@@ -109,8 +114,9 @@ class Engine {
 
   // Builds an operator that Push can run many times without allocating a
   // closure or a var list per push. Duplicate vars within one list are
-  // merged; a var in both lists, a null var or a null `fn` raises
-  // std::invalid_argument. `opr_name` must outlive the operator.
+  // merged; a var in both lists, a null var, a null `fn` or more than
+  // kMaxVarsPerFunction vars raises std::invalid_argument. `opr_name` must
+  // outlive the operator.
   virtual OprHandle NewOperator(AsyncFn fn, const std::vector<VarHandle>& const_vars,
                                 const std::vector<VarHandle>& mutable_vars,
                                 FnProperty prop = FnProperty::kNormal,

@@ -1,6 +1,7 @@
 // EngineOptions::FromEnv: the one place that reads the environment.
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -20,6 +21,13 @@ void ReadCount(const char* name, T* out) {
   if (errno != 0 || *end != '\0' || v < 0) {
     throw std::invalid_argument(std::string(name) + "=" + s +
                                 ": expected a non-negative integer (0 = default)");
+  }
+  // Compared as unsigned: T may be wider than long long's positive range or
+  // narrower (int), and a value that does not fit must not wrap.
+  if (static_cast<unsigned long long>(v) >
+      static_cast<unsigned long long>(std::numeric_limits<T>::max())) {
+    throw std::invalid_argument(std::string(name) + "=" + s + ": too large (at most " +
+                                std::to_string(std::numeric_limits<T>::max()) + ")");
   }
   *out = static_cast<T>(v);
 }

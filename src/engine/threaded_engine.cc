@@ -6,7 +6,6 @@
 #include <cassert>
 #include <cstdio>
 #include <memory>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -311,8 +310,14 @@ OprHandle ThreadedEngine::NewOperator(AsyncFn fn, const std::vector<VarHandle>& 
                                       const char* opr_name) {
   const char* call = "NewOperator";
   if (!fn) throw std::invalid_argument(Named(call, "null function"));
+  const std::size_t entries = const_vars.size() + mutable_vars.size();
+  if (entries > OprBlock::kMaxVars) {
+    throw std::invalid_argument(Named(call, "too many vars (" + std::to_string(entries) +
+                                                "); at most " +
+                                                std::to_string(OprBlock::kMaxVars)));
+  }
   std::vector<std::pair<Var*, bool>> vars;
-  vars.reserve(const_vars.size() + mutable_vars.size());
+  vars.reserve(entries);
   for (Var* v : const_vars) {
     CheckLiveVar(v, call);
     vars.emplace_back(v, false);
@@ -531,27 +536,28 @@ void ThreadedEngine::Push(OprHandle op, Context exec_ctx, int priority, bool pro
     throw std::logic_error(std::string("Push: operator '") +
                            (name != nullptr ? name : "<unnamed>") + "' was deleted");
   }
-  std::optional<InFlightReservation> reservation;
+  // From here on a refused push (a deleted or stale var, no memory) counts
+  // as finished, or DeleteOperator's count would never complete.
   try {
-    reservation.emplace(this, true);
+    InFlightReservation reservation(this, true);
+    OprBlock* b = AllocateBlock(op->vars.size());
+    b->prebuilt = op;
+    b->set_prop(op->prop);
+    b->name = op->name;
+    b->kind = OprKind::kUser;
+    b->ctx = exec_ctx;
+    b->priority = priority;
+    const auto n = static_cast<std::uint32_t>(op->vars.size());
+    b->ResizeSlots(n);
+    std::span<VarSlot> slots = b->slots();
+    for (std::uint32_t i = 0; i < n; ++i)
+      slots[i] = VarSlot(op->vars[i].first, b, op->vars[i].second);
+    Enqueue(b, call, false, profiling);  // throws only before b is queued
+    reservation.Commit();
   } catch (...) {
     FinishPushes(op, 1);
     throw;
   }
-  OprBlock* b = AllocateBlock(op->vars.size());
-  b->prebuilt = op;
-  b->set_prop(op->prop);
-  b->name = op->name;
-  b->kind = OprKind::kUser;
-  b->ctx = exec_ctx;
-  b->priority = priority;
-  const auto n = static_cast<std::uint32_t>(op->vars.size());
-  b->ResizeSlots(n);
-  std::span<VarSlot> slots = b->slots();
-  for (std::uint32_t i = 0; i < n; ++i)
-    slots[i] = VarSlot(op->vars[i].first, b, op->vars[i].second);
-  Enqueue(b, call, false, profiling);
-  reservation->Commit();
 }
 
 void ThreadedEngine::DeleteVariable(SyncFn delete_fn, Context exec_ctx, VarHandle var) {
@@ -584,6 +590,10 @@ void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted,
   // concurrent pushes then queue on all their shared vars in the same
   // relative order, which is what makes pushing from several threads
   // deadlock-free and serializable.
+  Var* settle_inline[8];
+  std::vector<Var*> settle_more;
+  // Allocated before the locks: nothing may throw while they are held.
+  if (slots.size() > 8) settle_more.reserve(slots.size() - 8);
   for (VarSlot& s : slots) s.var->push_lock.lock();
   for (VarSlot& s : slots) {
     if (s.var->deleted.load(std::memory_order_relaxed)) {
@@ -601,8 +611,6 @@ void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted,
   const auto n = static_cast<std::int32_t>(slots.size());
   b->wait.store(n + 1, std::memory_order_relaxed);
   std::int32_t taken = 1;  // grants this pusher took, plus its hold
-  Var* settle_inline[8];
-  std::vector<Var*> settle_more;
   int settle_count = 0;
   for (VarSlot& s : slots) {
     bool granted = false;
@@ -1013,8 +1021,14 @@ void ThreadedEngine::WaitPendingZero(int slot) {
 
 ThreadedEngine::InFlightReservation::InFlightReservation(ThreadedEngine* engine, bool may_wait)
     : engine_(engine), held_(engine->in_flight_.enabled()) {
-  // Pushes from inside the engine never wait: they could be what frees room.
-  if (held_) engine_->in_flight_.Reserve(may_wait && !engine_->OnOwnThread() && tls_worker_raw == nullptr);
+  // Pushes from inside this engine (a running function, or one of its
+  // workers) never wait: they could be what frees room. Another engine's
+  // worker is a thread from outside, like any other.
+  if (held_) {
+    const auto* w = static_cast<const WorkerTls*>(tls_worker_raw);
+    const bool own_worker = w != nullptr && w->engine == engine_;
+    engine_->in_flight_.Reserve(may_wait && !engine_->OnOwnThread() && !own_worker);
+  }
 }
 
 ThreadedEngine::InFlightReservation::~InFlightReservation() {

@@ -110,7 +110,7 @@ namespace depengine::internal {
 // placed the pool's blocks 8 bytes past a 16-byte boundary (its array
 // cookie), and every block straddled three lines.
 struct alignas(128) OprBlock {
-  static constexpr std::uint32_t kMaxVars = 65535;
+  static constexpr std::uint32_t kMaxVars = kMaxVarsPerFunction;  // slot counts are 16-bit
 
   OprBlock() = default;
   OprBlock(const OprBlock&) = delete;
