@@ -352,6 +352,39 @@ TEST_P(BadInputTest, WaitingFromInsideAFunctionOfTheSameEngineIsRejected) {
   }
 }
 
+TEST_P(BadInputTest, WaitingFromAFunctionNestedInsideAFunctionOfTheSameEngineIsRejected) {
+  // A function of this engine runs a function of another engine on its own
+  // thread: a naive engine runs it at the push, and kAsync runs it on the
+  // thread that made it ready. Waiting on this engine from there would wait
+  // for the enclosing function.
+  EngineOptions naive_options;
+  naive_options.kind = EngineKind::kNaive;
+  auto naive = CreateEngine(naive_options);
+  EngineOptions pooled_options;
+  pooled_options.kind = EngineKind::kPooled;
+  pooled_options.cpu_worker_threads = 1;
+  auto pooled = CreateEngine(pooled_options);
+  std::vector<std::string> messages;  // plain: written by functions ordered by v
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  VarHandle other = engine().NewVariable();
+  for (Engine* inner : {naive.get(), pooled.get()}) {
+    engine().PushSync(
+        [&, inner](RunContext) {
+          inner->PushSync(
+              [&](RunContext) {
+                messages.push_back(MessageOf<std::logic_error>([&] { engine().WaitForVar(other); }));
+                messages.push_back(MessageOf<std::logic_error>([&] { engine().WaitForAll(); }));
+              },
+              Context::CPU(), {}, {}, FnProperty::kAsync);
+        },
+        Context::CPU(), {}, {v});
+  }
+  engine().WaitForVar(v);
+  ASSERT_EQ(messages.size(), 4u);
+  for (const std::string& m : messages) EXPECT_THAT(m, HasSubstr("deadlock"));
+}
+
 TEST_P(BadInputTest, WaitingOnAnotherEngineFromInsideAFunctionIsAllowed) {
   auto other = CreateEngine(Options());
   VarHandle ov = other->NewVariable();
@@ -408,6 +441,22 @@ TEST_P(BadInputTest, CallbackCalledASecondTimeIsRejectedAndChangesNothing) {
   engine().WaitForVar(v);
   EXPECT_EQ(log, (std::vector<int>{1, 2, 3}));
   pending.Finish();
+}
+
+TEST_P(BadInputTest, CallbackCalledAgainAfterItsEngineWasDestroyedIsRejected) {
+  CallbackOnComplete kept;
+  {
+    auto e = CreateEngine(Options());
+    VarHandle v = e->NewVariable();
+    e->PushAsync(
+        [&](RunContext, CallbackOnComplete cb) {
+          kept = cb;
+          cb();
+        },
+        Context::CPU(), {}, {v});
+    e->WaitForAll();
+  }
+  EXPECT_THAT(MessageOf<std::logic_error>([&] { kept(); }), HasSubstr("second time"));
 }
 
 TEST_P(BadInputTest, NegativeThreadCountIsRejected) {

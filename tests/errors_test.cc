@@ -17,6 +17,9 @@
 namespace depengine::test {
 namespace {
 
+using ::testing::HasSubstr;
+using ::testing::Not;
+
 // An exception that carries an id, so tests can tell failures apart.
 class TestError : public std::runtime_error {
  public:
@@ -149,6 +152,34 @@ TEST_P(ErrorsTest, AsyncFunctionThatThrowsWithoutCallingItsCallbackFails) {
   EXPECT_FALSE(successor_ran);
 }
 
+TEST_P(ErrorsTest, ThrowAfterCallingTheCallbackInsideTheBodyFailsTheWrittenVars) {
+  // The callback called from inside the body does not finish the function
+  // before the body returns, so what the body throws next still fails it.
+  bool successor_ran = false;
+  DrainGuard drain(engine());
+  VarHandle a = engine().NewVariable();
+  VarHandle b = engine().NewVariable();
+  engine().PushAsync(
+      [](RunContext, CallbackOnComplete cb) {
+        cb();
+        throw TestError(30);
+      },
+      Context::CPU(), {}, {a});
+  engine().PushSync([&](RunContext) { successor_ran = true; }, Context::CPU(), {a}, {});
+  EXPECT_EQ(WaitVar(a), 30);
+  EXPECT_FALSE(successor_ran) << "a reader of the failed var was not skipped";
+  // An error passed to the callback wins; the later throw is still reported.
+  engine().PushAsync(
+      [](RunContext, CallbackOnComplete cb) {
+        cb(std::make_exception_ptr(TestError(31)));
+        throw TestError(32);
+      },
+      Context::CPU(), {}, {b});
+  EXPECT_EQ(WaitVar(b), 31);
+  EXPECT_EQ(WaitAll(), 32);
+  EXPECT_EQ(WaitAll(), 0);
+}
+
 TEST_P(ErrorsTest, WaitForAllRethrowsTheFirstFailureAndClearsEveryVar) {
   DrainGuard drain(engine());
   VarHandle x = engine().NewVariable();
@@ -200,6 +231,27 @@ TEST_P(ErrorsTest, FailureOfAFunctionWithoutWrittenVarsReachesWaitForAll) {
   // The two are independent, so either may be raised first.
   EXPECT_TRUE(first == 12 || first == 13) << "got " << first;
   EXPECT_EQ(WaitVar(r), 0) << "a var the failed function only read was marked failed";
+  EXPECT_EQ(WaitAll(), 0);
+}
+
+TEST_P(ErrorsTest, WaitForAllNamesOnStderrTheFailuresItCannotRethrow) {
+  // One exception carries one failure: the others that WaitForAll clears
+  // must not vanish without a word.
+  DrainGuard drain(engine());
+  VarHandle a = engine().NewVariable();
+  VarHandle b = engine().NewVariable();
+  VarHandle c = engine().NewVariable();
+  PushThrow({}, {a}, 33);
+  PushThrow({}, {b}, 34);
+  PushThrow({}, {c}, 35);
+  EXPECT_EQ(WaitVar(c), 35);
+  ::testing::internal::CaptureStderr();
+  const int first = WaitAll();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(first == 33 || first == 34) << "got " << first;
+  EXPECT_THAT(err, HasSubstr(first == 33 ? "test error 34" : "test error 33"));
+  EXPECT_THAT(err, Not(HasSubstr("test error 35"))) << "named a failure WaitForVar delivered";
+  EXPECT_THAT(err, Not(HasSubstr("test error " + std::to_string(first))));
   EXPECT_EQ(WaitAll(), 0);
 }
 

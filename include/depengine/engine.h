@@ -82,8 +82,13 @@ class CallbackOnComplete {
 
  private:
   friend class Engine;
-  // Set by Engine::CreateCallback (the seed's form): called with no error.
+  // Set by Engine::CreateCallback (the seed's form): callback_(engine_,
+  // param_), with no error.
   void (*callback_)(Engine*, void*) = nullptr;
+  // Engine-made callbacks: complete_(engine_, param_, ticket_, error). A plain
+  // function, not a virtual call through engine_, so that a callback called
+  // a second time after its engine was destroyed is still told so.
+  void (*complete_)(Engine*, void*, std::uint64_t, std::exception_ptr) = nullptr;
   Engine* engine_ = nullptr;
   void* param_ = nullptr;
   // Engine-made callbacks: identifies one execution so that a second call
@@ -157,7 +162,9 @@ class Engine {
 
   // Returns once every function pushed before this call has finished, then
   // rethrows the first failure raised since the previous WaitForAll that no
-  // WaitForVar delivered, and clears the failures of every var.
+  // WaitForVar delivered, and clears the failures of every var. One
+  // exception carries one failure: any further undelivered ones are named on
+  // stderr (WaitForVar on each var delivers each failure as an exception).
   virtual void WaitForAll() = 0;
 
   // Finishes every pushed function, then joins the engine's threads.
@@ -192,18 +199,18 @@ class Engine {
                             const std::vector<VarHandle>& const_vars,
                             const std::vector<VarHandle>& mutable_vars, FnProperty prop,
                             int priority, const char* opr_name) = 0;
-  // Finishes the execution identified by (param, ticket) of an engine-made
-  // callback.
-  virtual void CompleteCallback(void* param, std::uint64_t ticket, std::exception_ptr error) = 0;
-  // Builds an engine-made callback.
-  CallbackOnComplete MakeCallback(void* param, std::uint64_t ticket) {
+  // Builds an engine-made callback: calling it calls
+  // complete(this, param, ticket, error).
+  CallbackOnComplete MakeCallback(void (*complete)(Engine*, void*, std::uint64_t,
+                                                   std::exception_ptr),
+                                  void* param, std::uint64_t ticket) {
     CallbackOnComplete ret;
+    ret.complete_ = complete;
     ret.engine_ = this;
     ret.param_ = param;
     ret.ticket_ = ticket;
     return ret;
   }
-  friend class depengine::CallbackOnComplete;
 };
 
 // The three engines.

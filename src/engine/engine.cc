@@ -13,8 +13,8 @@ void CallbackOnComplete::operator()(std::exception_ptr error) const {
     callback_(engine_, param_);
     return;
   }
-  if (engine_ == nullptr) throw std::logic_error("CallbackOnComplete: empty callback called");
-  engine_->CompleteCallback(param_, ticket_, std::move(error));
+  if (complete_ == nullptr) throw std::logic_error("CallbackOnComplete: empty callback called");
+  complete_(engine_, param_, ticket_, std::move(error));
 }
 
 std::unique_ptr<Engine> CreateEngine(const EngineOptions& options) {

@@ -56,21 +56,33 @@ OprBlock* AllocateBlock(std::size_t vars) {
 using VarPool = ObjectPool<Var>;
 using OprPool = ObjectPool<Opr>;
 
-// The engine whose function the calling thread is running, if any: waiting
-// on that engine from inside it would deadlock.
-thread_local const ThreadedEngine* tls_running_engine = nullptr;
+// The functions the calling thread is running, innermost first. Waiting on
+// an engine from inside one of its functions would deadlock, and a function
+// of one engine may run another engine's function inline (a naive engine,
+// or kAsync), so every enclosing engine counts, not only the innermost.
+class RunningScope;
+thread_local const RunningScope* tls_running_top = nullptr;
 
 class RunningScope {
  public:
-  explicit RunningScope(const ThreadedEngine* e) : saved_(tls_running_engine) {
-    tls_running_engine = e;
+  explicit RunningScope(const ThreadedEngine* e) : engine_(e), outer_(tls_running_top) {
+    tls_running_top = this;
   }
-  ~RunningScope() { tls_running_engine = saved_; }
+  ~RunningScope() { tls_running_top = outer_; }
   RunningScope(const RunningScope&) = delete;
   RunningScope& operator=(const RunningScope&) = delete;
 
+  // Whether the calling thread is inside a function of `e`.
+  static bool Inside(const ThreadedEngine* e) {
+    for (const RunningScope* s = tls_running_top; s != nullptr; s = s->outer_) {
+      if (s->engine_ == e) return true;
+    }
+    return false;
+  }
+
  private:
-  const ThreadedEngine* saved_;
+  const ThreadedEngine* engine_;
+  const RunningScope* outer_;
 };
 
 std::string Named(const char* call, const std::string& what) {
@@ -219,7 +231,7 @@ ThreadedEngine::~ThreadedEngine() {
 
 // ---------------------------------------------------------------- checks
 
-bool ThreadedEngine::OnOwnThread() const { return tls_running_engine == this; }
+bool ThreadedEngine::OnOwnThread() const { return RunningScope::Inside(this); }
 
 void ThreadedEngine::CheckContext(const Context& ctx, const char* call) const {
   switch (ctx.dev_type) {
@@ -812,7 +824,7 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
   InlineCompletion* const outer = tls_inline_completion;
   tls_inline_completion = &inline_completion;
   try {
-    async(rctx, MakeCallback(b, ticket));
+    async(rctx, MakeCallback(&ThreadedEngine::CompleteCallback, b, ticket));
   } catch (...) {
     tls_inline_completion = outer;
     std::exception_ptr error = std::current_exception();
@@ -820,8 +832,19 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
     if (b->ticket.compare_exchange_strong(expected, ticket + 1, std::memory_order_acq_rel)) {
       FailurePtr failure = RecordFailure(error);
       ContinuationGate::Completing([&] { Complete(b, failure); });
+    } else if (inline_completion.claimed) {
+      // The callback was called from inside this body, so the function
+      // finishes only now, below: what it throws fails its vars. An error
+      // passed to the callback takes precedence; this one is still logged.
+      if (!inline_completion.error) {
+        inline_completion.error = error;
+      } else {
+        RecordFailure(error);
+      }
     } else {
-      RecordFailure(error);  // thrown after its callback: only WaitForAll can report it
+      // Thrown after a callback called elsewhere finished the function: its
+      // vars were released already, so only WaitForAll can report it.
+      RecordFailure(error);
     }
   }
   tls_inline_completion = outer;
@@ -835,12 +858,21 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
   ReleaseExecution(b);
 }
 
-void ThreadedEngine::CompleteCallback(void* param, std::uint64_t ticket, std::exception_ptr error) {
+// Static, and reached without the engine's vtable: a stale callback may be
+// called after its engine was destroyed. Blocks live in never-freed pool
+// regions, so the ticket check is safe then and fails; only a callback that
+// wins it finishes a running function, whose engine is alive.
+void ThreadedEngine::CompleteCallback(Engine* engine, void* param, std::uint64_t ticket,
+                                      std::exception_ptr error) {
   auto* b = static_cast<OprBlock*>(param);
   auto expected = static_cast<std::uint32_t>(ticket);
   if (!b->ticket.compare_exchange_strong(expected, expected + 1, std::memory_order_acq_rel)) {
     throw std::logic_error("CallbackOnComplete: callback called a second time");
   }
+  static_cast<ThreadedEngine*>(engine)->FinishCallback(b, ticket, std::move(error));
+}
+
+void ThreadedEngine::FinishCallback(OprBlock* b, std::uint64_t ticket, std::exception_ptr error) {
   InlineCompletion* running = tls_inline_completion;
   if (running != nullptr && running->block == b &&
       running->ticket == static_cast<std::uint32_t>(ticket)) {
@@ -1056,17 +1088,23 @@ void ThreadedEngine::WaitForAll() {
     WaitPendingZero(static_cast<int>(g & 1));
   }
   FailurePtr first;
+  std::vector<FailurePtr> others;  // undelivered too: one exception can carry only one
   {
     MutexLock lock(failures_mu_);
     for (const FailurePtr& f : failure_log_) {
-      if (!f->delivered.load(std::memory_order_relaxed)) {
+      if (f->delivered.load(std::memory_order_relaxed)) continue;
+      if (!first) {
         first = f;
-        break;
+      } else {
+        others.push_back(f);
       }
     }
     failure_log_.clear();
     for (Var* v : failed_vars_) TakeFailure(v);
     failed_vars_.clear();
+  }
+  if (!others.empty() && !shutdown_notified_.load(std::memory_order_relaxed)) {
+    ReportUndelivered(others);
   }
   if (first) {
     first->delivered.store(true, std::memory_order_relaxed);
@@ -1122,6 +1160,32 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
 }
 
 // ---------------------------------------------------------------- failures
+
+// WaitForAll rethrows the first undelivered failure; the others would vanish
+// with the vars' failures it clears, so they are named here, on stderr.
+void ThreadedEngine::ReportUndelivered(const std::vector<FailurePtr>& others) {
+  std::string text = "depengine: WaitForAll rethrows the first failure; " +
+                     std::to_string(others.size()) +
+                     " more since the previous WaitForAll, not delivered by WaitForVar:\n";
+  constexpr std::size_t kNamed = 8;  // a storm of failures is summarized
+  for (std::size_t i = 0; i < others.size(); ++i) {
+    const FailurePtr& f = others[i];
+    if (i == kNamed) {
+      text += "  ... and " + std::to_string(others.size() - kNamed) + " more\n";
+      break;
+    }
+    text += "  ";
+    try {
+      std::rethrow_exception(f->error);
+    } catch (const std::exception& e) {
+      text += e.what();
+    } catch (...) {
+      text += "(an exception not derived from std::exception)";
+    }
+    text += '\n';
+  }
+  std::fputs(text.c_str(), stderr);
+}
 
 FailurePtr ThreadedEngine::RecordFailure(std::exception_ptr error) {
   auto f = std::make_shared<Failure>();

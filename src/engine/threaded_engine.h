@@ -47,7 +47,11 @@ class ThreadedEngine : public Engine {
   void PushSyncImpl(SyncFn exec_fn, Context exec_ctx, const std::vector<VarHandle>& const_vars,
                     const std::vector<VarHandle>& mutable_vars, FnProperty prop, int priority,
                     const char* opr_name) override;
-  void CompleteCallback(void* param, std::uint64_t ticket, std::exception_ptr error) override;
+  // An engine-made callback's entry (see CallbackOnComplete): checks the
+  // ticket, then finishes the block through FinishCallback.
+  static void CompleteCallback(Engine* engine, void* param, std::uint64_t ticket,
+                               std::exception_ptr error);
+  void FinishCallback(OprBlock* b, std::uint64_t ticket, std::exception_ptr error);
 
   // Sends a ready block where it runs. Called by whichever thread made it
   // ready: a pusher, a worker, or a thread calling a callback.
@@ -142,6 +146,8 @@ class ThreadedEngine : public Engine {
   void WaitPendingZero(int slot);
 
   FailurePtr RecordFailure(std::exception_ptr error);
+  // Names on stderr the failures a WaitForAll clears without rethrowing.
+  static void ReportUndelivered(const std::vector<FailurePtr>& others);
   FailurePtr FindFailure(OprBlock* b);
   // Clears v's failure and returns it (null when it had none), keeping
   // failed_var_count_ in step.

@@ -40,7 +40,7 @@ enum class Mode : std::uint8_t {
   kCompleter,            // a completer thread calls the callback later
   kCompleterError,       // ... with an error
   kThrowBeforeCallback,  // throws without calling the callback
-  kCallbackThenThrow,    // calls the callback, then throws (reaches only WaitForAll)
+  kCallbackThenThrow,    // calls the callback inside the body, then throws (fails its vars)
   kCallbackTwice         // a completer calls the callback twice (the second must be rejected)
 };
 enum class Misuse : std::uint8_t { kNullVar, kBothLists, kPriority, kGpu, kNullFn, kCount };
