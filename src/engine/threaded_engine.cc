@@ -56,33 +56,45 @@ OprBlock* AllocateBlock(std::size_t vars) {
 using VarPool = ObjectPool<Var>;
 using OprPool = ObjectPool<Opr>;
 
-// The functions the calling thread is running, innermost first. Waiting on
-// an engine from inside one of its functions would deadlock, and a function
-// of one engine may run another engine's function inline (a naive engine,
-// or kAsync), so every enclosing engine counts, not only the innermost.
+// The engine whose function the calling thread is running, if any, and
+// the engines of the functions around it: waiting on any of them from here
+// would deadlock. A function of one engine may run another engine's
+// function inline (a naive engine, or kAsync), so the thread may be inside
+// several. The common case, one function at a time, costs a load and two
+// stores; only a nested scope links itself into the list of outer ones.
 class RunningScope;
-thread_local const RunningScope* tls_running_top = nullptr;
+thread_local const ThreadedEngine* tls_running_engine = nullptr;
+thread_local const RunningScope* tls_nested_top = nullptr;
 
 class RunningScope {
  public:
-  explicit RunningScope(const ThreadedEngine* e) : engine_(e), outer_(tls_running_top) {
-    tls_running_top = this;
+  explicit RunningScope(const ThreadedEngine* e) : saved_(tls_running_engine) {
+    tls_running_engine = e;
+    if (saved_ != nullptr) [[unlikely]] {
+      outer_ = tls_nested_top;
+      tls_nested_top = this;
+    }
   }
-  ~RunningScope() { tls_running_top = outer_; }
+  ~RunningScope() {
+    tls_running_engine = saved_;
+    if (saved_ != nullptr) [[unlikely]] tls_nested_top = outer_;
+  }
   RunningScope(const RunningScope&) = delete;
   RunningScope& operator=(const RunningScope&) = delete;
 
-  // Whether the calling thread is inside a function of `e`.
+  // Whether the calling thread is inside a function of `e`: the innermost,
+  // or one that a nested scope interrupted (its saved_).
   static bool Inside(const ThreadedEngine* e) {
-    for (const RunningScope* s = tls_running_top; s != nullptr; s = s->outer_) {
-      if (s->engine_ == e) return true;
+    if (tls_running_engine == e) return true;
+    for (const RunningScope* s = tls_nested_top; s != nullptr; s = s->outer_) {
+      if (s->saved_ == e) return true;
     }
     return false;
   }
 
  private:
-  const ThreadedEngine* engine_;
-  const RunningScope* outer_;
+  const ThreadedEngine* saved_;
+  const RunningScope* outer_ = nullptr;  // set only when nested
 };
 
 std::string Named(const char* call, const std::string& what) {
