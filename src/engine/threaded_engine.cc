@@ -287,7 +287,12 @@ void ThreadedEngine::CheckVar(VarHandle v, const char* call) const {
   if (v->magic.load(std::memory_order_relaxed) != Var::kLive) {
     throw std::invalid_argument(Named(call, "var was deleted (or is not a var)"));
   }
-  if (v->engine != this) throw std::invalid_argument(Named(call, "var belongs to another engine"));
+  if (v->engine != this) {
+    // Vars of all engines share one pool: a handle deleted here may now name
+    // another engine's var.
+    throw std::invalid_argument(
+        Named(call, "var belongs to another engine (or was deleted and its memory reused)"));
+  }
 }
 
 void ThreadedEngine::CheckLiveVar(VarHandle v, const char* call) const {
