@@ -138,7 +138,11 @@ class Engine {
   // Runs `exec_fun` after every earlier function that writes a var in
   // `const_vars`, and after every earlier function that reads or writes a
   // var in `mutable_vars`; the function is finished when its callback is
-  // called. Returns at once (unless EngineOptions::max_in_flight is reached).
+  // called, or, when the body itself calls it, once the body returns (so an
+  // exception the body throws after calling it still fails the function).
+  // An exception thrown after a callback called elsewhere finished the
+  // function reaches only WaitForAll. Returns at once (unless
+  // EngineOptions::max_in_flight is reached).
   // Memory ordering: whatever a function did before it finished is visible
   // to every later function that uses one of its written vars, and to the
   // caller of WaitForVar on them.
