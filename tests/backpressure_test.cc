@@ -68,6 +68,15 @@ class InFlight {
     }
     cb();
   }
+  // Completes `total` functions pushed by others one at a time, checking
+  // before each that no more than `max` beyond those completed have started.
+  void CompleteWithinBound(int max, int total, const char* who) {
+    for (int done = 0; done < total; ++done) {
+      ASSERT_TRUE(WaitPending(std::min(max, total - done))) << "after " << done << " completions";
+      EXPECT_FALSE(WaitStarted(done + max + 1, kQuiet)) << who << " exceeded max_in_flight";
+      CompleteOne();
+    }
+  }
   void CompleteAll() {
     for (;;) {
       {
@@ -154,12 +163,7 @@ TEST_P(BackpressureTest, SeveralPushersTogetherStayWithinTheBound) {
       for (int i = 0; i < kPerPusher; ++i) e->PushAsync(fns.Fn(), Context::CPU(), {}, {});
     });
   }
-  for (int done = 0; done < kTotal; ++done) {
-    ASSERT_TRUE(fns.WaitPending(std::min(kMax, kTotal - done))) << "after " << done << " completions";
-    EXPECT_FALSE(fns.WaitStarted(done + kMax + 1, kQuiet))
-        << "pushers together exceeded max_in_flight";
-    fns.CompleteOne();
-  }
+  fns.CompleteWithinBound(kMax, kTotal, "pushers together");
   for (auto& t : pushers) t.join();
   fns.CompleteAll();
   e->WaitForAll();
@@ -221,30 +225,25 @@ TEST_P(BackpressureTest, PushesFromInsideFunctionsAreNotHeldBack) {
 // Only this engine's own threads skip the wait: a function running on
 // another engine is a pusher from outside like any thread.
 TEST_P(BackpressureTest, PushesFromAnotherEnginesFunctionsAreHeldBack) {
-  constexpr int kMax = 4;
-  constexpr int kTotal = 12;
+  constexpr int kBound = 3;
+  constexpr int kPushes = 10;
   InFlight fns;
-  auto e = MakeEngine(kMax);
+  auto e = MakeEngine(kBound);
   EngineOptions other_options;
   other_options.kind = EngineKind::kPooled;
   other_options.cpu_worker_threads = 1;
   auto other = CreateEngine(other_options);
   other->PushSync(
       [&](RunContext) {
-        for (int i = 0; i < kTotal; ++i) e->PushAsync(fns.Fn(), Context::CPU(), {}, {});
+        for (int i = 0; i < kPushes; ++i) e->PushAsync(fns.Fn(), Context::CPU(), {}, {});
       },
       Context::CPU(), {}, {});
-  for (int done = 0; done < kTotal; ++done) {
-    ASSERT_TRUE(fns.WaitPending(std::min(kMax, kTotal - done))) << "after " << done << " completions";
-    EXPECT_FALSE(fns.WaitStarted(done + kMax + 1, kQuiet))
-        << "a push from another engine's function exceeded max_in_flight";
-    fns.CompleteOne();
-  }
+  fns.CompleteWithinBound(kBound, kPushes, "a push from another engine's function");
   other->WaitForAll();
   fns.CompleteAll();
   e->WaitForAll();
-  EXPECT_EQ(fns.Started(), kTotal);
-  EXPECT_LE(fns.MaxPending(), kMax);
+  EXPECT_EQ(fns.Started(), kPushes);
+  EXPECT_LE(fns.MaxPending(), kBound);
 }
 
 TEST_P(BackpressureTest, DeleteVariableIsNotHeldBackWhenTheEngineIsFull) {
