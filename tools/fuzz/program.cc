@@ -204,7 +204,7 @@ class Runner {
   void Enter(FnSpec* s);
   void Exit(FnSpec* s);
   void Compute(FnSpec* s);
-  Injected Raise(FnSpec* s, bool weak);
+  Injected Raise(FnSpec* s);
   void SyncBody(FnSpec* s);
   void AsyncBody(FnSpec* s, const CallbackOnComplete& cb);
 
@@ -237,11 +237,11 @@ class Runner {
   std::string error_;
   std::atomic<bool> failed_{false};
 
-  // Failures raised, by instance: (origin, weak). Weak ones were thrown after
-  // the callback and reach only WaitForAll, at a time the program cannot know.
+  // Failures raised and not yet cleared by a WaitForAll, by instance: their
+  // origin. Every one fails the vars its function writes.
   std::mutex raised_mu_;
-  std::map<std::uint64_t, std::pair<std::uint64_t, bool>> raised_;
-  std::set<std::uint64_t> delivered_;  // strong instances WaitForVar delivered
+  std::map<std::uint64_t, std::uint64_t> raised_;
+  std::set<std::uint64_t> delivered_;  // instances WaitForVar delivered
   std::atomic<std::uint64_t> next_instance_{1};
 
   std::atomic<const char*> main_phase_{"setup"};
@@ -274,11 +274,11 @@ void Runner::Compute(FnSpec* s) {
   for (VarState* w : s->writes) w->value = Mix(w->value, h);
 }
 
-Injected Runner::Raise(FnSpec* s, bool weak) {
+Injected Runner::Raise(FnSpec* s) {
   const std::uint64_t instance = next_instance_.fetch_add(1);
   {
     std::lock_guard<std::mutex> lock(raised_mu_);
-    raised_[instance] = {s->origin, weak};
+    raised_[instance] = s->origin;
   }
   s->raises.fetch_add(1);
   return Injected(s->origin, instance);
@@ -299,11 +299,11 @@ void Runner::SyncBody(FnSpec* s) {
   }
   if (s->fault == Fault::kThrowBefore) {
     Exit(s);
-    throw Raise(s, false);
+    throw Raise(s);
   }
   Compute(s);
   Exit(s);
-  if (s->fault == Fault::kThrowAfter) throw Raise(s, false);
+  if (s->fault == Fault::kThrowAfter) throw Raise(s);
 }
 
 void Runner::AsyncBody(FnSpec* s, const CallbackOnComplete& cb) {
@@ -328,19 +328,19 @@ void Runner::AsyncBody(FnSpec* s, const CallbackOnComplete& cb) {
     case Mode::kCompleterError:
       completers_->Post(s->origin, [this, s, cb] {
         Exit(s);
-        cb(std::make_exception_ptr(Raise(s, false)));
+        cb(std::make_exception_ptr(Raise(s)));
       });
       return;
     case Mode::kThrowBeforeCallback:
       Exit(s);
-      throw Raise(s, false);
+      throw Raise(s);
     case Mode::kCallbackThenThrow:
       // The callback is called inside the body, so the function finishes
       // when the body returns: the throw fails its written vars.
       Compute(s);
       Exit(s);
       cb();
-      throw Raise(s, false);
+      throw Raise(s);
     case Mode::kCallbackTwice:
       Compute(s);
       Exit(s);
@@ -454,8 +454,8 @@ void Runner::CheckWaitForVar(ThreadState* ts, VarState* v) {
     }
     std::lock_guard<std::mutex> lock(raised_mu_);
     auto it = raised_.find(instance);
-    if (it == raised_.end() || it->second.second) {
-      Fail("WaitForVar(" + v->name + ") rethrew a failure that was never attached to a var");
+    if (it == raised_.end()) {
+      Fail("WaitForVar(" + v->name + ") rethrew a failure that was never raised or was cleared");
     }
     delivered_.insert(instance);
   }
@@ -659,27 +659,18 @@ void Runner::Barrier() {
   main_phase_.store("checking");
   {
     std::lock_guard<std::mutex> lock(raised_mu_);
-    bool strong_left = false;
-    for (const auto& [inst, info] : raised_) {
-      if (!info.second && !delivered_.count(inst)) strong_left = true;
+    bool undelivered_left = false;
+    for (const auto& [inst, origin] : raised_) {
+      if (!delivered_.count(inst)) undelivered_left = true;
     }
     if (threw) {
-      auto it = raised_.find(instance);
-      if (it == raised_.end() || (!it->second.second && delivered_.count(instance))) {
+      if (!raised_.count(instance) || delivered_.count(instance)) {
         Fail("WaitForAll rethrew a failure that WaitForVar already delivered (or never raised)");
       }
-    } else if (strong_left) {
+    } else if (undelivered_left) {
       Fail("WaitForAll did not rethrow a failure that no WaitForVar delivered");
     }
-    // Strong failures are all cleared now; a weak one stays possible until
-    // a WaitForAll rethrows it.
-    for (auto it = raised_.begin(); it != raised_.end();) {
-      if (!it->second.second || (threw && it->first == instance)) {
-        it = raised_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    raised_.clear();  // WaitForAll cleared them all
     delivered_.clear();
   }
   for (auto& ts : threads_) {
