@@ -282,6 +282,14 @@ void ThreadedEngine::CheckPriority(int priority, const char* call) const {
   }
 }
 
+void ThreadedEngine::CheckVarCount(std::size_t entries, const char* call) {
+  if (entries > OprBlock::kMaxVars) {
+    throw std::invalid_argument(Named(call, "too many vars (" + std::to_string(entries) +
+                                                "); at most " +
+                                                std::to_string(OprBlock::kMaxVars)));
+  }
+}
+
 void ThreadedEngine::CheckVar(VarHandle v, const char* call) const {
   if (v == nullptr) throw std::invalid_argument(Named(call, "null var"));
   if (v->magic.load(std::memory_order_relaxed) != Var::kLive) {
@@ -340,11 +348,7 @@ OprHandle ThreadedEngine::NewOperator(AsyncFn fn, const std::vector<VarHandle>& 
   const char* call = "NewOperator";
   if (!fn) throw std::invalid_argument(Named(call, "null function"));
   const std::size_t entries = const_vars.size() + mutable_vars.size();
-  if (entries > OprBlock::kMaxVars) {
-    throw std::invalid_argument(Named(call, "too many vars (" + std::to_string(entries) +
-                                                "); at most " +
-                                                std::to_string(OprBlock::kMaxVars)));
-  }
+  CheckVarCount(entries, call);
   std::vector<std::pair<Var*, bool>> vars;
   vars.reserve(entries);
   for (Var* v : const_vars) {
@@ -484,6 +488,7 @@ void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx
                                  int priority, const char* name, OprKind kind, const char* call) {
   if (ctx.dev_type != DeviceType::kCPU || ctx.dev_id != 0) CheckContext(ctx, call);
   if (kind == OprKind::kUser) CheckPriority(priority, call);
+  CheckVarCount(const_vars.size() + mutable_vars.size(), call);
   PrefetchVars(const_vars, mutable_vars);
   InFlightReservation reservation(this, kind == OprKind::kUser);
   OprBlock* b = AllocateBlock(const_vars.size() + mutable_vars.size());
@@ -501,11 +506,6 @@ void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx
 
   // One slot per var, sorted by address; duplicates within a list merge.
   const auto n = static_cast<std::uint32_t>(const_vars.size() + mutable_vars.size());
-  if (n > OprBlock::kMaxVars) {
-    RecycleBlock(b);
-    throw std::invalid_argument(Named(call, "too many vars (" + std::to_string(n) + "); at most " +
-                                                std::to_string(OprBlock::kMaxVars)));
-  }
   b->ResizeSlots(n);
   std::span<VarSlot> slots = b->slots();
   std::uint32_t i = 0;

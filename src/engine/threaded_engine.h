@@ -161,6 +161,8 @@ class ThreadedEngine : public Engine {
   // CheckVar, and not pending deletion (takes the var's lock).
   void CheckLiveVar(VarHandle v, const char* call) const;
   void CheckPriority(int priority, const char* call) const;
+  // At most OprBlock::kMaxVars entries in a function's var lists.
+  static void CheckVarCount(std::size_t entries, const char* call);
   bool OnOwnThread() const;
 
   const EngineOptions options_;
