@@ -111,7 +111,8 @@ class CholeskyOnEngine : public CholeskyRunner {
       reads.resize(n);
       for (int r = 0; r < n; ++r) reads[r] = vars_[static_cast<std::size_t>(in[r].i) * t + in[r].j];
       writes[0] = vars_[static_cast<std::size_t>(task.i) * t + task.j];
-      engine_.PushSync([m, task](RunContext) { RunTileTask(*m, task); }, Context::CPU(), reads, writes);
+      engine_.PushSync([m, task](RunContext) { RunTileTask(*m, task); }, Context::CPU(), reads,
+                       writes, FnProperty::kNormal, task.Priority(t));
     });
     engine_.WaitForAll();
     return watch.Seconds();

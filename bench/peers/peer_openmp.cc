@@ -235,30 +235,33 @@ class CholeskyOmp : public CholeskyRunner {
 #pragma omp single
     {
       Stopwatch watch;
-      ForEachTileTask(t, [m](const TileTask& task) {
+      ForEachTileTask(t, [m, t](const TileTask& task) {
         // Only named in depend(): GCC 12 would call them unused.
         [[maybe_unused]] double* w = m->Tile(task.i, task.j);
+        // A hint, honoured up to OMP_MAX_TASK_PRIORITY (depengine-peers sets it).
+        [[maybe_unused]] const int prio = task.Priority(t);
         switch (task.op) {
           case TileOp::kPotrf:
-#pragma omp task depend(inout : w[0]) firstprivate(m, task)
+#pragma omp task depend(inout : w[0]) priority(prio) firstprivate(m, task)
             RunTileTask(*m, task);
             break;
           case TileOp::kTrsm: {
             [[maybe_unused]] const double* akk = m->Tile(task.k, task.k);
-#pragma omp task depend(in : akk[0]) depend(inout : w[0]) firstprivate(m, task)
+#pragma omp task depend(in : akk[0]) depend(inout : w[0]) priority(prio) firstprivate(m, task)
             RunTileTask(*m, task);
             break;
           }
           case TileOp::kSyrk: {
             [[maybe_unused]] const double* aik = m->Tile(task.i, task.k);
-#pragma omp task depend(in : aik[0]) depend(inout : w[0]) firstprivate(m, task)
+#pragma omp task depend(in : aik[0]) depend(inout : w[0]) priority(prio) firstprivate(m, task)
             RunTileTask(*m, task);
             break;
           }
           case TileOp::kGemm: {
             [[maybe_unused]] const double* aik = m->Tile(task.i, task.k);
             [[maybe_unused]] const double* ajk = m->Tile(task.j, task.k);
-#pragma omp task depend(in : aik[0], ajk[0]) depend(inout : w[0]) firstprivate(m, task)
+#pragma omp task depend(in : aik[0], ajk[0]) depend(inout : w[0]) priority(prio) \
+    firstprivate(m, task)
             RunTileTask(*m, task);
             break;
           }
@@ -290,8 +293,10 @@ class OmpPeer : public Peer {
 #endif
     return {{"engine", engine},
             {"runtime", runtime + ", OpenMP " + std::to_string(_OPENMP)},
-            {"detail", "task depend(in/out/inout); parallel num_threads(" + std::to_string(threads_) +
-                           ") + single: the pushing thread is one of the team"}};
+            {"detail",
+             "task depend(in/out/inout); parallel num_threads(" + std::to_string(threads_) +
+                 ") + single: the pushing thread is one of the team; W6 with priority() up to " +
+                 std::to_string(omp_get_max_task_priority())}};
   }
 
   std::unique_ptr<Runner> MakeRunner(const Job& job, std::string* why) override {

@@ -13,6 +13,7 @@
 //   peers-starpu W2 ops=40960
 #include <starpu.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -300,21 +301,28 @@ class CholeskyStarpu : public CholeskyRunner {
       }
     }
     Stopwatch watch;
+    // The scheduler's priority range bounds the shared heuristic.
+    const int min_prio = starpu_sched_get_min_priority();
+    const int max_prio = starpu_sched_get_max_priority();
     ForEachTileTask(t, [&](const TileTask& task) {
+      const int prio = std::clamp(task.Priority(t), min_prio, max_prio);
       int rc = 0;
       switch (task.op) {
         case TileOp::kPotrf:
-          rc = starpu_task_insert(&c_.potrf, STARPU_RW, handle(task.k, task.k), 0);
+          rc = starpu_task_insert(&c_.potrf, STARPU_PRIORITY, prio, STARPU_RW, handle(task.k, task.k),
+                                  0);
           break;
         case TileOp::kTrsm:
-          rc = starpu_task_insert(&c_.trsm, STARPU_R, handle(task.k, task.k), STARPU_RW, handle(task.i, task.k), 0);
+          rc = starpu_task_insert(&c_.trsm, STARPU_PRIORITY, prio, STARPU_R, handle(task.k, task.k),
+                                  STARPU_RW, handle(task.i, task.k), 0);
           break;
         case TileOp::kSyrk:
-          rc = starpu_task_insert(&c_.syrk, STARPU_R, handle(task.i, task.k), STARPU_RW, handle(task.i, task.i), 0);
+          rc = starpu_task_insert(&c_.syrk, STARPU_PRIORITY, prio, STARPU_R, handle(task.i, task.k),
+                                  STARPU_RW, handle(task.i, task.i), 0);
           break;
         case TileOp::kGemm:
-          rc = starpu_task_insert(&c_.gemm, STARPU_R, handle(task.i, task.k), STARPU_R, handle(task.j, task.k),
-                                  STARPU_RW, handle(task.i, task.j), 0);
+          rc = starpu_task_insert(&c_.gemm, STARPU_PRIORITY, prio, STARPU_R, handle(task.i, task.k),
+                                  STARPU_R, handle(task.j, task.k), STARPU_RW, handle(task.i, task.j), 0);
           break;
       }
       Check(rc, "starpu_task_insert");
@@ -356,7 +364,9 @@ class StarpuPeer : public Peer {
                             std::to_string(STARPU_MINOR_VERSION) + "." + std::to_string(STARPU_RELEASE_VERSION) +
                             ", scheduler " + sched},
             {"scheduler", sched},
-            {"detail", "starpu_task_insert with STARPU_R/W/RW on registered handles, sequential consistency; " +
+            {"detail", "starpu_task_insert with STARPU_R/W/RW on registered handles, sequential consistency; W6 with "
+                       "STARPU_PRIORITY (scheduler's range " + std::to_string(starpu_sched_get_min_priority()) + ".." +
+                           std::to_string(starpu_sched_get_max_priority()) + "); " +
                            std::to_string(starpu_cpu_worker_get_count()) + " CPU workers + the pushing thread"}};
   }
 

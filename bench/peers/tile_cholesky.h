@@ -93,7 +93,21 @@ struct TileTask {
   // The tiles the task reads, into `out`; returns how many (0..2).
   int Reads(TileRef out[2]) const;
   TileRef Writes() const { return {i, j}; }
+  // The task's scheduling priority, the same for every runtime that has
+  // priorities (higher first): the critical path of right-looking Cholesky
+  // runs through each step's panel (POTRF, then the TRSMs) and through the
+  // updates of the next step's panel column (j == k + 1), so those get
+  // tiles - k, earlier steps first, and the rest of the trailing update 0.
+  // Without it a FIFO runs a step's many GEMMs before the next panel, and
+  // the workers starve at the end of each step.
+  int Priority(int tiles) const {
+    const bool critical = op == TileOp::kPotrf || op == TileOp::kTrsm || j == k + 1;
+    return critical ? tiles - k : 0;
+  }
 };
+
+// The largest TileTask::Priority() for `tiles` tiles per side.
+inline int MaxTilePriority(int tiles) { return tiles; }
 
 // Right-looking tiled Cholesky (lower), in program order, for `tiles` tiles
 // per side:

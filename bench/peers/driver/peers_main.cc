@@ -331,6 +331,10 @@ int Main(int argc, char** argv) {
   if (!Parse(argc, argv, &o)) return 2;
   if (o.bindir.empty()) o.bindir = SelfDir();
   if (o.threads <= 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // OpenMP ignores a task's priority clause above this limit, which is 0
+  // unless set; W6 gives every runtime the same priorities
+  // (TileTask::Priority), so the OpenMP peers inherit a limit that covers them.
+  setenv("OMP_MAX_TASK_PRIORITY", "1000000", /*overwrite=*/0);
 
   std::vector<Engine> engines;
   for (const Engine& e : AllEngines()) {
