@@ -66,6 +66,32 @@ class PriorityTest : public EngineTest {
     EXPECT_THAT(log.Get(), ElementsAreArray(expected));
     for (auto& g : gates) EXPECT_FALSE(g->TimedOut());
   }
+
+  // One completion makes several functions ready at once: the most urgent
+  // starts first, even when a less urgent one was made ready before it and
+  // could have run next on the same worker.
+  void CheckSuccessorOrder(FnProperty prop) {
+    StartLog log;
+    std::vector<std::unique_ptr<Gate>> gates;
+    DrainGuard drain(engine());
+    VarHandle v = engine().NewVariable();
+    for (int i = 0; i < PoolSize(prop); ++i) {
+      gates.push_back(std::make_unique<Gate>());
+      engine().PushSync(gates.back()->Body(), Context::CPU(), {},
+                        i == 0 ? std::vector<VarHandle>{v} : std::vector<VarHandle>{}, prop);
+    }
+    for (auto& g : gates) ASSERT_TRUE(g->WaitStarted());
+    // Readers of v, granted together when gate 0 (v's writer) finishes.
+    for (int p : {1, 100, 7}) {
+      engine().PushSync([&log, p](RunContext) { log.Add(p); }, Context::CPU(), {v}, {}, prop, p);
+    }
+    gates[0]->Open();
+    EXPECT_TRUE(log.count.WaitAtLeast(3));
+    for (auto& g : gates) g->Open();
+    engine().WaitForAll();
+    EXPECT_THAT(log.Get(), ElementsAreArray({100, 7, 1}));
+    for (auto& g : gates) EXPECT_FALSE(g->TimedOut());
+  }
 };
 
 TEST_P(PriorityTest, QueuedNormalFunctionsStartHighestPriorityFirst) {
@@ -105,6 +131,16 @@ TEST_P(PriorityTest, SuccessorMadeReadyByAWorkerYieldsToHigherPriorityQueuedWork
   engine().WaitForAll();
   EXPECT_THAT(log.Get(), ElementsAreArray({100, 50, 5}));
   for (auto& g : gates) EXPECT_FALSE(g->TimedOut());
+}
+
+TEST_P(PriorityTest, NormalSuccessorsMadeReadyTogetherStartHighestPriorityFirst) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine runs each function at push: nothing queues";
+  CheckSuccessorOrder(FnProperty::kNormal);
+}
+
+TEST_P(PriorityTest, PrioritizedSuccessorsMadeReadyTogetherStartHighestPriorityFirst) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine runs each function at push: nothing queues";
+  CheckSuccessorOrder(FnProperty::kCPUPrioritized);
 }
 
 TEST_P(PriorityTest, NaiveEngineRunsEachFunctionAtPushWhateverItsPriority) {

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/object_pool.h"
@@ -746,9 +747,16 @@ void ThreadedEngine::RunInline(OprBlock* b) {
 void ThreadedEngine::DispatchToPool(OprBlock* b, WorkerPool* pool) {
   auto* w = static_cast<WorkerTls*>(tls_worker_raw);
   if (tls_may_continue && w != nullptr && w->pool == pool) {
-    if (w->continuation == nullptr && pool->queue().MayBypass(b->priority)) {
-      w->continuation = b;
-      return;
+    if (w->continuation == nullptr) {
+      if (pool->queue().MayBypass(b->priority)) {
+        w->continuation = b;
+        return;
+      }
+    } else if (b->priority > w->continuation->priority) {
+      // Made ready by the same completion as the continuation, and more
+      // urgent: it runs next instead, and the one it displaces is queued
+      // (it had passed MayBypass, so b passes it too).
+      std::swap(b, w->continuation);
     }
     if (w->completing > 0) {
       if (w->batch_size == WorkerTls::kMaxBatch) w->FlushBatch();
