@@ -14,7 +14,9 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::AnyOf;
+using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Work pushed before a bad call: functions queued behind a held var. After
 // the bad call, Finish() releases the hold and checks that all of it ran.
@@ -110,6 +112,22 @@ TEST_P(BadInputTest, RejectedPushLeavesItsValidVarsUsable) {
   engine().WaitForVar(good);
   EXPECT_EQ(value, 1);
   pending.Finish();
+}
+
+// Delete, then create: the new var must not take the deleted one's handle,
+// or a use of the stale handle would silently use the new var.
+TEST_P(BadInputTest, DeletedVarsHandleStaysStaleWhenNewVarsAreCreated) {
+  auto noop = [](RunContext) {};
+  VarHandle old_var = engine().NewVariable();
+  engine().DeleteVariable(noop, Context::CPU(), old_var);
+  engine().WaitForAll();  // old_var is freed now
+  std::vector<VarHandle> fresh;
+  for (int i = 0; i < 100; ++i) fresh.push_back(engine().NewVariable());
+  EXPECT_THAT(fresh, Not(Contains(old_var)));
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().PushSync(noop, Context::CPU(), {}, {old_var}); }),
+              HasSubstr("deleted"));
+  for (VarHandle v : fresh) engine().DeleteVariable(noop, Context::CPU(), v);
 }
 
 TEST_P(BadInputTest, DeletedVarIsRejected) {

@@ -203,6 +203,32 @@ TEST_P(OperatorTest, RefusedPushDoesNotKeepADeletedOperatorAlive) {
   engine().DeleteVariable([](RunContext) {}, Context::CPU(), kept);
 }
 
+// Delete, then create: the new operator must not take the deleted one's
+// handle, or Push on the stale handle would run the new operator and
+// DeleteOperator would delete it (black-box report, tenth session).
+TEST_P(OperatorTest, DeletedOperatorsHandleStaysStaleWhenNewOperatorsAreCreated) {
+  DrainGuard drain(engine());
+  VarHandle v = engine().NewVariable();
+  int runs_a = 0, runs_b = 0;
+  OprHandle a =
+      engine().NewOperator([&](RunContext, CallbackOnComplete cb) { ++runs_a, cb(); }, {}, {v});
+  engine().Push(a, Context::CPU());
+  engine().WaitForAll();
+  engine().DeleteOperator(a);
+  engine().WaitForAll();  // a is freed now
+  OprHandle b =
+      engine().NewOperator([&](RunContext, CallbackOnComplete cb) { ++runs_b, cb(); }, {}, {v});
+  EXPECT_NE(a, b);
+  EXPECT_THROW(engine().Push(a, Context::CPU()), std::logic_error);
+  EXPECT_THROW(engine().DeleteOperator(a), std::logic_error);
+  engine().Push(b, Context::CPU());
+  engine().WaitForAll();
+  EXPECT_EQ(runs_a, 1);
+  EXPECT_EQ(runs_b, 1);
+  engine().DeleteOperator(b);
+  engine().DeleteVariable([](RunContext) {}, Context::CPU(), v);
+}
+
 TEST_P(OperatorTest, OperatorsNeverDeletedAreFreedWithTheEngine) {
   auto sentinel = std::make_shared<int>(0);
   VarHandle v = engine().NewVariable();

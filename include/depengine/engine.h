@@ -128,7 +128,9 @@ class Engine {
                                 const char* opr_name = nullptr) = 0;
 
   // Deletes `op` once every push of it made before this call has finished.
-  // Pushing it afterwards raises std::logic_error.
+  // Pushing or deleting it afterwards raises std::logic_error (reliably
+  // until 1,024 more operators of this engine have been deleted; its memory
+  // is not reused before that).
   virtual void DeleteOperator(OprHandle op) = 0;
 
   // Runs the prebuilt operator `op` on `exec_ctx`, ordered against other
@@ -154,7 +156,8 @@ class Engine {
 
   // Runs `delete_fn` after every earlier function that uses `var`, then
   // frees `var`. Any use of `var` after this call raises
-  // std::invalid_argument (best effort once the var's memory is reused).
+  // std::invalid_argument (reliably until 1,024 more vars of this engine
+  // have been freed; its memory is not reused before that).
   // Deletions are queued ahead of normal work so memory comes back promptly.
   virtual void DeleteVariable(SyncFn delete_fn, Context exec_ctx, VarHandle var) = 0;
 
@@ -171,13 +174,21 @@ class Engine {
   // stderr (WaitForVar on each var delivers each failure as an exception).
   virtual void WaitForAll() = 0;
 
-  // Finishes every pushed function, then joins the engine's threads.
+  // Finishes every pushed function, then joins the engine's threads. It
+  // cannot run on one of the engine's own threads or inside one of its
+  // functions or callbacks (for example when a function's closure holds the
+  // engine's last shared_ptr and releases it as the function finishes): it
+  // would wait for itself. That is reported on stderr and the process
+  // aborts, rather than hang.
   virtual ~Engine() = default;
 
-  // The process-wide engine, built from EngineOptions::FromEnv() on first use.
+  // The process-wide engine, built from EngineOptions::FromEnv() on first
+  // use and destroyed at exit. Functions that run while it finishes its work
+  // at exit may still call Get().
   static Engine* Get();
   // A shared reference to Get()'s engine, for singletons that must be
-  // destroyed before it. Most users should not call this.
+  // destroyed before it. Most users should not call this. Raises
+  // std::logic_error once the engine is being destroyed at exit.
   static std::shared_ptr<Engine> _GetSharedRef();
 
   // PushAsync for a synchronous function: finished when `exec_fn` returns

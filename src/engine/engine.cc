@@ -1,8 +1,9 @@
 // The public entry points: CreateEngine, Engine::Get, CallbackOnComplete.
 #include "depengine/engine.h"
 
-#include <mutex>
+#include <memory>
 #include <stdexcept>
+#include <utility>
 
 #include "engine/engines.h"
 
@@ -41,16 +42,57 @@ const char* EngineKindName(EngineKind kind) {
   return "unknown";
 }
 
-std::shared_ptr<Engine> Engine::_GetSharedRef() {
-  // Built on first use, destroyed at exit after every singleton that took a
-  // reference through this function.
-  static std::shared_ptr<Engine> engine(CreateEngine(EngineOptions::FromEnv()).release());
-  return engine;
+namespace {
+
+// The process-wide engine. Functions may still run while it is destroyed at
+// exit (it finishes every pushed function first), and they may call Get():
+// so Get() hands out the raw pointer, which stays valid until ~Engine
+// returns, instead of copying the shared_ptr being destroyed (copying it
+// then would bring its count back from zero and destroy the engine twice).
+class GlobalEngine {
+ public:
+  GlobalEngine()
+      : ref_(CreateEngine(EngineOptions::FromEnv()).release()), raw_(ref_.get()), weak_(ref_) {}
+  ~GlobalEngine() {
+    // The engine dies with the last reference, here or in a singleton that
+    // took one through _GetSharedRef() and is destroyed later.
+    std::shared_ptr<Engine> last = std::move(ref_);
+    last.reset();
+  }
+  GlobalEngine(const GlobalEngine&) = delete;
+  GlobalEngine& operator=(const GlobalEngine&) = delete;
+
+  Engine* raw() const { return raw_; }
+  std::shared_ptr<Engine> Shared() const {
+    std::shared_ptr<Engine> ref = weak_.lock();
+    if (ref == nullptr) {
+      throw std::logic_error(
+          "Engine::_GetSharedRef: the process-wide engine is being destroyed at exit; take the "
+          "reference before exit begins");
+    }
+    return ref;
+  }
+
+ private:
+  // Touched only by the constructor and the destructor (static
+  // initialization and destruction are not concurrent with each other).
+  std::shared_ptr<Engine> ref_;
+  Engine* const raw_;
+  // lock() is thread-safe: _GetSharedRef may be called from any thread.
+  const std::weak_ptr<Engine> weak_;
+};
+
+GlobalEngine& Global() {
+  // Built on first use, destroyed at exit; the engine may outlive it in the
+  // singletons that took a reference through _GetSharedRef().
+  static GlobalEngine global;
+  return global;
 }
 
-Engine* Engine::Get() {
-  static Engine* engine = _GetSharedRef().get();
-  return engine;
-}
+}  // namespace
+
+std::shared_ptr<Engine> Engine::_GetSharedRef() { return Global().Shared(); }
+
+Engine* Engine::Get() { return Global().raw(); }
 
 }  // namespace depengine

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -65,6 +66,10 @@ using OprPool = ObjectPool<Opr>;
 // stores; only a nested scope links itself into the list of outer ones.
 class RunningScope;
 thread_local const ThreadedEngine* tls_running_engine = nullptr;
+// The engine whose function a callback is completing on this thread, if
+// any (only set by callbacks: a worker's own completions are inside its
+// RunningScope).
+thread_local const ThreadedEngine* tls_completing_engine = nullptr;
 thread_local const RunningScope* tls_nested_top = nullptr;
 
 class RunningScope {
@@ -240,6 +245,8 @@ ThreadedEngine::~ThreadedEngine() {
     v->magic.store(Var::kDead, std::memory_order_relaxed);
     VarPool::Free(v);
   }
+  dead_vars_.Release([](Var* v) { VarPool::Free(v); });
+  dead_oprs_.Release([](Opr* op) { OprPool::Free(op); });
 }
 
 // ---------------------------------------------------------------- checks
@@ -333,14 +340,16 @@ void ThreadedEngine::FreeVar(Var* v) {
     MutexLock lock(failures_mu_);
     failed_vars_.erase(v);
   }
+  v->magic.store(Var::kDead, std::memory_order_relaxed);
+  Var* reusable;
   {
     MutexLock lock(live_mu_);
     if (v->live_prev != nullptr) v->live_prev->live_next = v->live_next;
     if (v->live_next != nullptr) v->live_next->live_prev = v->live_prev;
     if (live_vars_ == v) live_vars_ = v->live_next;
+    reusable = dead_vars_.Admit(v);
   }
-  v->magic.store(Var::kDead, std::memory_order_relaxed);
-  VarPool::Free(v);
+  if (reusable != nullptr) VarPool::Free(reusable);
 }
 
 OprHandle ThreadedEngine::NewOperator(AsyncFn fn, const std::vector<VarHandle>& const_vars,
@@ -426,15 +435,17 @@ void ThreadedEngine::FinishPushes(Opr* op, std::uint64_t n) {
 }
 
 void ThreadedEngine::FreeOpr(Opr* op) {
+  op->magic.store(Opr::kDead, std::memory_order_relaxed);
+  op->Clear();  // the closure goes now, outside the lock
+  Opr* reusable;
   {
     MutexLock lock(live_mu_);
     if (op->live_prev != nullptr) op->live_prev->live_next = op->live_next;
     if (op->live_next != nullptr) op->live_next->live_prev = op->live_prev;
     if (live_oprs_ == op) live_oprs_ = op->live_next;
+    reusable = dead_oprs_.Admit(op);
   }
-  op->magic.store(Opr::kDead, std::memory_order_relaxed);
-  op->Clear();
-  OprPool::Free(op);
+  if (reusable != nullptr) OprPool::Free(reusable);
 }
 
 // ---------------------------------------------------------------- push
@@ -894,7 +905,14 @@ void ThreadedEngine::CompleteCallback(Engine* engine, void* param, std::uint64_t
   if (!b->ticket.compare_exchange_strong(expected, expected + 1, std::memory_order_acq_rel)) {
     throw std::logic_error("CallbackOnComplete: callback called a second time");
   }
-  static_cast<ThreadedEngine*>(engine)->FinishCallback(b, ticket, std::move(error));
+  auto* self = static_cast<ThreadedEngine*>(engine);
+  // See Drain: what the completion releases may destroy the engine.
+  struct CompletingScope {
+    const ThreadedEngine* const outer = tls_completing_engine;
+    explicit CompletingScope(const ThreadedEngine* e) { tls_completing_engine = e; }
+    ~CompletingScope() { tls_completing_engine = outer; }
+  } scope(self);
+  self->FinishCallback(b, ticket, std::move(error));
 }
 
 void ThreadedEngine::FinishCallback(OprBlock* b, std::uint64_t ticket, std::exception_ptr error) {
@@ -1244,6 +1262,20 @@ FailurePtr ThreadedEngine::TakeFailure(Var* v) {
 void ThreadedEngine::Drain() {
   // Like WaitForAll, for every generation, without reporting failures.
   if (getpid() != creator_pid_) return;  // a forked child: the workers are not here
+  auto* w = static_cast<WorkerTls*>(tls_worker_raw);
+  if (RunningScope::Inside(this) || tls_completing_engine == this ||
+      (w != nullptr && w->engine == this)) {
+    // Typically the engine's last shared_ptr was captured by one of its
+    // functions and dropped with the closure. The destructor would wait for
+    // that very function (and join the thread it runs on): say so rather
+    // than hang. A destructor cannot throw.
+    std::fprintf(stderr,
+                 "depengine: an engine is being destroyed on one of its own threads or inside one "
+                 "of its own functions or callbacks (for example its last shared_ptr was captured "
+                 "by a function and released with it); it cannot wait for itself. Destroy the "
+                 "engine outside its functions. Aborting.\n");
+    std::abort();
+  }
   // Functions may push more while we wait, so loop until both generations
   // are empty.
   MutexLock lock(wait_all_mu_);

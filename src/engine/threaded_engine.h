@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "common/quarantine.h"
 #include "depengine/engine.h"
 #include "engine/in_flight_limiter.h"
 #include "engine/watchdog.h"
@@ -206,6 +207,11 @@ class ThreadedEngine : public Engine {
   Mutex live_mu_;
   Var* live_vars_ GUARDED_BY(live_mu_) = nullptr;  // intrusive list via Var::live_*
   Opr* live_oprs_ GUARDED_BY(live_mu_) = nullptr;  // intrusive list via Opr::live_*
+  // Deleted ones, held back from their pools so that stale handles keep
+  // being reported (common/quarantine.h); freed when displaced.
+  static constexpr std::size_t kQuarantined = 1024;
+  Quarantine<Var, kQuarantined> dead_vars_ GUARDED_BY(live_mu_);
+  Quarantine<Opr, kQuarantined> dead_oprs_ GUARDED_BY(live_mu_);
 
   std::atomic<bool> shutdown_notified_{false};
 

@@ -1,0 +1,102 @@
+// Programs that end with work in flight or that drop an engine from inside
+// its own function; exit_test runs each in its own process, because what
+// they test happens at process exit (or ends it).
+//
+//   exit_scenarios get-at-exit          a function run while the process-wide
+//                                       engine drains at exit calls Engine::Get()
+//   exit_scenarios shared-ref-at-exit   ... builds a singleton that takes
+//                                       Engine::_GetSharedRef()
+//   exit_scenarios last-ref-in-closure KIND sync|async
+//                                       the engine's last shared_ptr is in a
+//                                       function's closure
+// The engine kind of Get() comes from DEPENGINE_ENGINE_TYPE; KIND is 0
+// (naive), 1 (pooled) or 2 (per-device).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+
+#include "depengine/engine.h"
+
+namespace {
+
+using namespace depengine;
+
+// A library singleton that keeps the engine alive, as engine.h advises.
+struct Library {
+  std::shared_ptr<Engine> engine = Engine::_GetSharedRef();
+  static Library& Instance() {
+    static Library library;
+    return library;
+  }
+};
+
+// Pushes a function that is still running when main returns.
+void PushAtExit(Engine& e, void (*body)()) {
+  e.PushSync(
+      [body](RunContext) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        body();
+      },
+      Context::CPU(), {}, {});
+}
+
+int GetAtExit() {
+  std::shared_ptr<Engine> e = Engine::_GetSharedRef();
+  PushAtExit(*e, [] {
+    Engine* g = Engine::Get();
+    std::fprintf(stderr, g != nullptr ? "exit: Get() returned the engine\n" : "exit: Get() null\n");
+  });
+  return 0;
+}
+
+int SharedRefAtExit() {
+  Engine* e = Engine::Get();
+  PushAtExit(*e, [] {
+    try {
+      Library::Instance();
+      std::fprintf(stderr, "exit: _GetSharedRef() accepted\n");
+    } catch (const std::logic_error& error) {
+      std::fprintf(stderr, "exit: _GetSharedRef() refused: %s\n", error.what());
+    }
+  });
+  return 0;
+}
+
+int LastRefInClosure(int kind, bool async) {
+  EngineOptions options;
+  options.kind = static_cast<EngineKind>(kind);
+  std::shared_ptr<Engine> e = CreateEngine(options);
+  if (async) {
+    e->PushAsync(
+        [e](RunContext, CallbackOnComplete done) {
+          std::thread([done] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            done();
+          }).detach();
+        },
+        Context::CPU(), {}, {});
+  } else {
+    e->PushSync([e](RunContext) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); },
+                Context::CPU(), {}, {});
+  }
+  e.reset();  // the closure holds the last reference now
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  std::fprintf(stderr, "exit: the engine was not destroyed, or destroyed without a word\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "get-at-exit") == 0) return GetAtExit();
+  if (argc >= 2 && std::strcmp(argv[1], "shared-ref-at-exit") == 0) return SharedRefAtExit();
+  if (argc >= 4 && std::strcmp(argv[1], "last-ref-in-closure") == 0) {
+    return LastRefInClosure(std::atoi(argv[2]), std::strcmp(argv[3], "async") == 0);
+  }
+  std::fprintf(stderr, "usage: see the comment at the top of exit_scenarios.cc\n");
+  return 2;
+}

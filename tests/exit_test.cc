@@ -1,0 +1,73 @@
+// The process-wide engine at exit, and engines destroyed from inside their
+// own functions. Each case runs exit_scenarios in a process of its own:
+// what is tested happens at process exit, or ends the process.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Outcome {
+  int status = -1;  // as waitpid reports timeout(1)'s
+  std::string output;
+};
+
+// Runs exit_scenarios with `args` (stderr into the output), killed after 60 s.
+Outcome RunScenario(const std::string& env, const std::string& args) {
+  const std::string cmd =
+      env + " timeout 60 " + std::string(DEPENGINE_EXIT_SCENARIOS) + " " + args + " 2>&1";
+  Outcome out;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return out;
+  std::array<char, 512> buf;
+  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) out.output += buf.data();
+  out.status = pclose(pipe);
+  return out;
+}
+
+// The naive engine runs a function at push, never at exit: threaded kinds only.
+const char* const kEngineTypes[] = {"ThreadedEnginePooled", "ThreadedEnginePerDevice"};
+
+TEST(ExitTest, FunctionDrainedAtExitMayCallGet) {
+  for (const char* type : kEngineTypes) {
+    const Outcome r = RunScenario(std::string("DEPENGINE_ENGINE_TYPE=") + type, "get-at-exit");
+    EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << type << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("exit: Get() returned the engine")) << type;
+  }
+}
+
+TEST(ExitTest, SharedRefRequestedWhileTheEngineIsDestroyedAtExitIsRefused) {
+  for (const char* type : kEngineTypes) {
+    const Outcome r =
+        RunScenario(std::string("DEPENGINE_ENGINE_TYPE=") + type, "shared-ref-at-exit");
+    EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << type << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("_GetSharedRef() refused")) << type;
+    EXPECT_THAT(r.output, HasSubstr("being destroyed at exit")) << type;
+  }
+}
+
+// Destroying an engine from inside its own function cannot finish (it
+// would wait for that function): it must say so and end the process, not
+// hang. timeout(1) reports a child killed by SIGABRT as 128 + 6.
+TEST(ExitTest, EngineWhoseLastReferenceIsInAClosureAbortsWithAMessage) {
+  const struct {
+    int kind;
+    const char* mode;
+  } cases[] = {{1, "sync"}, {2, "sync"}, {0, "async"}, {1, "async"}, {2, "async"}};
+  for (const auto& c : cases) {
+    const Outcome r = RunScenario(
+        "", std::string("last-ref-in-closure ") + std::to_string(c.kind) + " " + c.mode);
+    const std::string name = std::to_string(c.kind) + " " + c.mode;
+    EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 128 + 6)
+        << name << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("it cannot wait for itself")) << name;
+  }
+}
+
+}  // namespace
