@@ -18,8 +18,6 @@ namespace {
 std::atomic<std::uint64_t> g_next_profiler_id{1};
 std::atomic<int> g_next_thread_number{0};
 
-thread_local std::string tls_thread_name;
-
 const char* PropName(FnProperty p) {
   switch (p) {
     case FnProperty::kNormal:
@@ -143,23 +141,73 @@ struct Profiler::Buffer {
 Profiler::Profiler() : id_(g_next_profiler_id.fetch_add(1)), origin_ns_(NowNs()) {}
 Profiler::~Profiler() = default;
 
-void Profiler::NameThisThread(const std::string& name) { tls_thread_name = name; }
-
 namespace {
 // The calling thread's buffer and row for each profiler it wrote to.
 struct ThreadSlot {
   std::uint64_t profiler_id;
-  void* buffer;
+  void* buffer;  // Profiler::Buffer*, owned by that profiler
   int row;
 };
-thread_local std::vector<ThreadSlot> tls_slots;
+// What the profiler keeps per thread: heap-allocated, reached through a
+// trivially destructible thread_local pointer, and freed by ThreadStateGuard
+// when the thread's thread_locals are destroyed. A call after that (from a
+// thread_local destructor that ran later, or from a static destructor at
+// exit on the main thread) finds tls_exited set and takes the slow path
+// instead of touching freed memory.
+struct ThreadState {
+  std::string name;  // empty until named or first registered
+  std::vector<ThreadSlot> slots;
+};
+// Both trivially destructible: usable until the thread is gone.
+thread_local ThreadState* tls_state = nullptr;
+thread_local bool tls_exited = false;
+
+struct ThreadStateGuard {
+  ~ThreadStateGuard() {
+    delete tls_state;
+    tls_state = nullptr;
+    tls_exited = true;
+  }
+};
+
+// The calling thread's state, made on first use; nullptr once its
+// thread_locals were destroyed (or are being destroyed and the guard ran).
+ThreadState* ThisThreadState() {
+  if (tls_state != nullptr) return tls_state;
+  if (tls_exited) return nullptr;
+  // Constructed here, after whatever thread_locals the thread made before
+  // its first profiled call: destroyed before them, so their destructors
+  // see tls_exited.
+  thread_local ThreadStateGuard guard;
+  (void)&guard;
+  tls_state = new ThreadState;
+  return tls_state;
+}
 }  // namespace
 
-Profiler::Buffer* Profiler::ThisThreadBuffer() {
-  for (const ThreadSlot& s : tls_slots) {
-    if (s.profiler_id == id_) return static_cast<Buffer*>(s.buffer);
+void Profiler::NameThisThread(const std::string& name) {
+  if (ThreadState* t = ThisThreadState()) t->name = name;
+}
+
+Profiler::Slot Profiler::ThisThreadSlot() {
+  ThreadState* t = ThisThreadState();
+  if (t == nullptr) {
+    // The thread's state is gone: one shared buffer and row, under mu_.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (exited_buffer_ == nullptr) {
+      auto buf = std::make_unique<Buffer>();
+      buf->head = buf->tail = new Chunk;
+      exited_buffer_ = buf.get();
+      buffers_.push_back(std::move(buf));
+      rows_.emplace_back("exiting threads");
+      exited_row_ = static_cast<int>(rows_.size() - 1);
+    }
+    return {nullptr, exited_row_};
   }
-  if (tls_thread_name.empty()) tls_thread_name = "thread/" + std::to_string(g_next_thread_number++);
+  for (const ThreadSlot& s : t->slots) {
+    if (s.profiler_id == id_) return {static_cast<Buffer*>(s.buffer), s.row};
+  }
+  if (t->name.empty()) t->name = "thread/" + std::to_string(g_next_thread_number++);
   auto buf = std::make_unique<Buffer>();
   buf->head = buf->tail = new Chunk;
   Buffer* raw = buf.get();
@@ -167,19 +215,11 @@ Profiler::Buffer* Profiler::ThisThreadBuffer() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     buffers_.push_back(std::move(buf));
-    rows_.push_back(tls_thread_name);
+    rows_.push_back(t->name);
     row = static_cast<int>(rows_.size() - 1);
   }
-  tls_slots.push_back({id_, raw, row});
-  return raw;
-}
-
-int Profiler::RowOfThisThread() {
-  ThisThreadBuffer();
-  for (const ThreadSlot& s : tls_slots) {
-    if (s.profiler_id == id_) return s.row;
-  }
-  return -1;
+  t->slots.push_back({id_, raw, row});
+  return {raw, row};
 }
 
 ProfileRecord* Profiler::Begin(const OprBlock& b) {
@@ -202,7 +242,7 @@ void Profiler::MarkStart(ProfileRecord* r, std::int64_t pending, const char* que
                          std::int64_t queue_depth) {
   r->start_ns = NowNs();
   if (r->ready_ns == 0) r->ready_ns = r->start_ns;
-  r->row = RowOfThisThread();
+  r->row = ThisThreadSlot().row;
   r->pending_at_start = pending;
   if (queue_name != nullptr) r->queue_name = queue_name;
   r->queue_depth_at_start = queue_depth;
@@ -210,7 +250,14 @@ void Profiler::MarkStart(ProfileRecord* r, std::int64_t pending, const char* que
 
 void Profiler::Finish(ProfileRecord* r) {
   r->end_ns = NowNs();
-  ThisThreadBuffer()->Append(r);
+  const Slot slot = ThisThreadSlot();
+  if (slot.buffer != nullptr) {
+    slot.buffer->Append(r);
+  } else {
+    // The shared buffer of exited threads: one writer at a time, under mu_.
+    std::lock_guard<std::mutex> lock(mu_);
+    exited_buffer_->Append(r);
+  }
 }
 
 std::vector<const ProfileRecord*> Profiler::Snapshot() {

@@ -9,7 +9,11 @@
 //   complete  Finish()      end time, the blocks it released; appended to
 //                           the completing thread's buffer
 // A buffer is written by its thread only and read by Dump* through an
-// acquire load of each chunk's count, so recording takes no lock.
+// acquire load of each chunk's count, so recording takes no lock. Buffers
+// belong to the Profiler; a thread reaches its own through a
+// trivially destructible thread_local pointer, so a call made after the
+// thread's thread_locals were destroyed (at thread or process exit) finds
+// none and records into a shared buffer under mu_ instead.
 #pragma once
 
 #include <atomic>
@@ -64,7 +68,8 @@ class Profiler {
   void Finish(ProfileRecord* r);
 
   // Names the calling thread's row ("cpu/normal/0"); threads that never
-  // call it get "thread/<n>".
+  // call it get "thread/<n>". Functions run or finished on a thread after
+  // its thread_locals were destroyed share the row "exiting threads".
   static void NameThisThread(const std::string& name);
 
   void WriteTrace(const std::string& path);
@@ -76,8 +81,15 @@ class Profiler {
  private:
   struct Chunk;
   struct Buffer;
-  Buffer* ThisThreadBuffer();
-  int RowOfThisThread();
+  // The calling thread's buffer and row, registered on first use. After the
+  // thread's thread_locals were destroyed (a call from a later thread_local
+  // destructor, or from a static destructor at exit): buffer == nullptr and
+  // the row of exited_buffer_, which is appended to under mu_.
+  struct Slot {
+    Buffer* buffer;
+    int row;
+  };
+  Slot ThisThreadSlot();
   // Finished records with seq >= clear_floor_, sorted by seq.
   std::vector<const ProfileRecord*> Snapshot();
 
@@ -86,9 +98,15 @@ class Profiler {
   std::atomic<std::uint64_t> clear_floor_{0};
   const std::int64_t origin_ns_;  // timestamps are written relative to it
 
-  std::mutex mu_;  // guards buffers_ and rows_ (registration and dumps only)
+  // Guards buffers_, rows_, exited_buffer_ and exited_row_ (registration,
+  // dumps, and appends to exited_buffer_).
+  std::mutex mu_;
   std::vector<std::unique_ptr<Buffer>> buffers_;
   std::vector<std::string> rows_;
+  // Records finished on threads whose profiler state was destroyed; made on
+  // first need, owned by buffers_.
+  Buffer* exited_buffer_ = nullptr;
+  int exited_row_ = -1;
 };
 
 std::int64_t NowNs();

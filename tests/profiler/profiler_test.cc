@@ -8,11 +8,13 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "depengine/engine.h"
 
@@ -212,6 +214,105 @@ TEST(ProfilerEnv, ProfilePathFromEnvironmentWritesTraceAtDestruction) {
   int functions = 0;
   for (const json& ev : trace["traceEvents"]) functions += ev["ph"] == "X";
   EXPECT_GE(functions, 4);
+  std::remove(path.c_str());
+}
+
+// Completes an async function from a thread_local destructor, when its
+// thread exits.
+struct CompleteAtThreadExit {
+  CallbackOnComplete cb;
+  bool armed = false;
+  ~CompleteAtThreadExit() {
+    if (armed) cb();
+  }
+};
+
+// Bug: the thread's profiler state (thread_locals) was destroyed before the
+// callback called Profiler::Finish, which then used freed memory (ASan:
+// heap-use-after-free). The callback may be called from any thread at any
+// time, so the function is recorded anyway.
+TEST_P(ProfilerTest, CallbackFromThreadLocalDestructorIsRecorded) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  std::promise<CallbackOnComplete> first_cb, second_cb;
+  e->PushAsync([&](RunContext, CallbackOnComplete cb) { first_cb.set_value(cb); }, Context::CPU(),
+               {}, {v}, FnProperty::kNormal, 0, "first");
+  e->PushAsync([&](RunContext, CallbackOnComplete cb) { second_cb.set_value(cb); }, Context::CPU(),
+               {}, {v}, FnProperty::kNormal, 0, "second");
+  std::thread t([&] {
+    thread_local CompleteAtThreadExit
+        guard;                      // made before the profiler's state: destroyed after it
+    first_cb.get_future().get()();  // this thread records "first"
+    guard.cb = second_cb.get_future().get();  // and "second" as it exits
+    guard.armed = true;
+  });
+  t.join();
+  e->WaitForAll();
+  EXPECT_EQ(ProfiledFunctionCount(*e), 2u);
+  const std::string path = TempPath("tls_exit.json");
+  DumpProfile(*e, path);
+  std::set<std::string> names;
+  const json trace = ReadJson(path);
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "X") names.insert(ev["name"].get<std::string>());
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"first", "second"}));
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(path.c_str());
+}
+
+// Holds a profiled engine in a static object whose destructor pushes work at
+// exit: after the main thread's thread_locals were destroyed. kAsync runs
+// inline on the pushing thread (every function does on the naive engine).
+struct PushesAtExit {
+  std::unique_ptr<Engine> engine;
+  VarHandle v;
+  PushesAtExit(EngineKind kind, const std::string& path) {
+    EngineOptions o;
+    o.kind = kind;
+    o.cpu_worker_threads = 2;
+    o.profile_path = path;
+    engine = CreateEngine(o);
+    v = engine->NewVariable();
+    // The main thread records here, so that its profiler state exists.
+    engine->PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kAsync, 0, "in_main");
+    engine->WaitForAll();
+  }
+  ~PushesAtExit() {
+    engine->PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kAsync, 0, "at_exit");
+    engine->DeleteVariable({}, Context::CPU(), v);
+    engine->WaitForAll();
+    engine.reset();  // writes the trace
+  }
+};
+
+// Bug: the push from the static destructor touched the main thread's
+// destroyed thread_locals (ASan: heap-use-after-free; in Release, a double
+// free on another engine). Run in a child process that exits.
+TEST_P(ProfilerTest, PushFromStaticDestructorAtExitIsRecorded) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // The child re-runs this test from the start: it keeps the parent's path.
+  const std::string var =
+      std::string("DEPENGINE_PROFILER_TEST_EXIT_TRACE_") + EngineKindName(GetParam());
+  setenv(var.c_str(), TempPath(std::string("exit_") + EngineKindName(GetParam()) + ".json").c_str(),
+         /*overwrite=*/0);
+  const std::string path = std::getenv(var.c_str());
+  std::remove(path.c_str());
+  EXPECT_EXIT(
+      {
+        static PushesAtExit holder(GetParam(), path);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  std::set<std::string> names;
+  const json trace = ReadJson(path);
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "X") names.insert(ev["name"].get<std::string>());
+  }
+  EXPECT_TRUE(names.count("in_main"));
+  EXPECT_TRUE(names.count("at_exit"));
   std::remove(path.c_str());
 }
 
