@@ -1,8 +1,10 @@
 #include "profiler/profiler.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <map>
@@ -88,6 +90,19 @@ std::string Us(std::int64_t ns) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns) / 1000.0);
   return buf;
+}
+
+// Flushes and closes `out` and raises when anything could not be written: a
+// small file's ENOSPC (or EIO) shows only here, when the buffer is written.
+void CloseOrThrow(std::ofstream& out, const char* call, const std::string& path) {
+  errno = 0;
+  out.flush();
+  out.close();
+  if (out.fail()) {
+    const int err = errno;
+    throw std::runtime_error(std::string(call) + ": error writing " + path +
+                             (err != 0 ? std::string(": ") + std::strerror(err) : std::string()));
+  }
 }
 
 double Percentile(std::vector<double>& v, double p) {
@@ -348,7 +363,7 @@ void Profiler::WriteTrace(const std::string& path) {
     }
   }
   out << "\n]}\n";
-  if (!out) throw std::runtime_error("DumpProfile: error writing " + path);
+  CloseOrThrow(out, "DumpProfile", path);
 }
 
 void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {
@@ -405,6 +420,7 @@ void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {
         << ",\"p50\":" << r.wp50 << ",\"p99\":" << r.wp99 << ",\"max\":" << r.wmax << "}}";
   }
   out << "\n]}\n";
+  CloseOrThrow(out, "DumpProfileStats", json_path);
 }
 
 void Profiler::WriteGraph(const std::string& path) {
@@ -485,6 +501,7 @@ void Profiler::WriteGraph(const std::string& path) {
         << " " << e.kind << "\"" << (critical ? ", color=red, penwidth=2" : "") << "];\n";
   }
   out << "}\n";
+  CloseOrThrow(out, "DumpDependencyGraph", path);
 }
 
 }  // namespace depengine::internal

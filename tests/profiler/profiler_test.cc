@@ -316,6 +316,38 @@ TEST_P(ProfilerTest, PushFromStaticDestructorAtExitIsRecorded) {
   std::remove(path.c_str());
 }
 
+// Bug: the outputs are small, so /dev/full's ENOSPC only shows when the file
+// is flushed or closed, after the stream state was checked (DumpProfile),
+// or never checked at all (DumpProfileStats' JSON, DumpDependencyGraph).
+TEST_P(ProfilerTest, DumpsRaiseWhenTheFileCannotBeWritten) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  RunSeedProgram(*e);
+  EXPECT_THROW(DumpProfile(*e, "/dev/full"), std::runtime_error);
+  std::ostringstream table;
+  EXPECT_THROW(DumpProfileStats(*e, table, "/dev/full"), std::runtime_error);
+  EXPECT_THROW(DumpDependencyGraph(*e, "/dev/full"), std::runtime_error);
+  try {
+    DumpProfile(*e, "/dev/full");
+  } catch (const std::runtime_error& error) {
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("/dev/full"));
+  }
+}
+
+// The trace written at destruction (DEPENGINE_PROFILE) cannot throw: it
+// reports the failure on stderr.
+TEST(ProfilerEnv, ProfilePathThatCannotBeWrittenIsReportedAtDestruction) {
+  EngineOptions o;
+  o.profile_path = "/dev/full";
+  auto e = CreateEngine(o);
+  RunSeedProgram(*e);
+  ::testing::internal::CaptureStderr();
+  e.reset();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, ::testing::HasSubstr("DEPENGINE_PROFILE"));
+  EXPECT_THAT(err, ::testing::HasSubstr("/dev/full"));
+}
+
 INSTANTIATE_TEST_SUITE_P(AllEngines, ProfilerTest,
                          ::testing::Values(EngineKind::kNaive, EngineKind::kPooled,
                                            EngineKind::kPerDevice),
