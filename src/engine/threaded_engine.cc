@@ -614,7 +614,11 @@ void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted,
                    ? profiler_->Begin(*b)
                    : nullptr;
   const std::span<VarSlot> slots = b->slots();
-  if (slots.size() == 1 && !mark_deleted && PushSingle(b, call)) return;
+  // A profiled push takes the general path below, whose push locks order
+  // its record's seq like its uses (see Profiler::AssignSeq); PushSingle
+  // queues under the grant side's lock, which a several-var push does not
+  // take. When profiling is off this is one more test of b->profile.
+  if (slots.size() == 1 && !mark_deleted && b->profile == nullptr && PushSingle(b, call)) return;
   // Lock every var's push side in address order (slots are sorted):
   // concurrent pushes then queue on all their shared vars in the same
   // relative order, which is what makes pushing from several threads
@@ -633,6 +637,9 @@ void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted,
     }
   }
   if (mark_deleted) slots[0].var->deleted.store(true, std::memory_order_relaxed);
+  // With every var's push lock held: two profiled pushes that share a var
+  // get their seqs in the order they queue on it (the graph's order).
+  if (b->profile != nullptr) profiler_->AssignSeq(b->profile);
   CountPush(b);
   // One grant per slot, plus one held by this pusher until every var is
   // settled, so that nobody dispatches b while we still use it. Published

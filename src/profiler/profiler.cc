@@ -239,7 +239,6 @@ Profiler::Slot Profiler::ThisThreadSlot() {
 
 ProfileRecord* Profiler::Begin(const OprBlock& b) {
   auto* r = new ProfileRecord;
-  r->seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   r->name = b.name != nullptr ? b.name : (b.kind == OprKind::kDeleteVar ? "DeleteVariable" : "fn");
   for (const VarSlot& s : b.slots()) {
     (s.write() ? r->writes : r->reads).push_back(s.var->profile_id);

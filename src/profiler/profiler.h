@@ -4,6 +4,7 @@
 //
 // Recording path (only for blocks that carry a ProfileRecord):
 //   push      Begin()       record made: name, vars, priority, push time
+//             AssignSeq()   seq, with the push locks of its vars held
 //   ready     MarkReady()   when the block's last grant arrives
 //   start     MarkStart()   thread row, queue depth, pending count
 //   complete  Finish()      end time, the blocks it released; appended to
@@ -32,7 +33,9 @@ struct OprBlock;
 
 // One recorded function.
 struct ProfileRecord {
-  std::uint64_t seq = 0;  // push order within the profiler
+  // Push order within the profiler, taken with the function's vars locked
+  // (AssignSeq): on each var, the order the engine queued its uses.
+  std::uint64_t seq = 0;
   std::string name;
   std::vector<std::uint64_t> reads, writes;  // var ids
   int priority = 0;
@@ -58,8 +61,16 @@ class Profiler {
   Profiler(const Profiler&) = delete;
   Profiler& operator=(const Profiler&) = delete;
 
-  // Makes the record of block `b` (its slots already sorted).
+  // Makes the record of block `b` (its slots already sorted); its seq comes
+  // later, from AssignSeq.
   ProfileRecord* Begin(const OprBlock& b);
+  // Gives `r` the next seq. The push calls it while it holds the push lock
+  // of every var of the function, before it queues the function on them:
+  // then the seqs of two functions that share a var are in the order they
+  // were queued on it (the order the engine runs them in), which the graph
+  // relies on. (relaxed suffices: the push locks order the two updates, and
+  // a read-modify-write reads the latest value in the modification order.)
+  void AssignSeq(ProfileRecord* r) { r->seq = next_seq_.fetch_add(1, std::memory_order_relaxed); }
   static void MarkReady(ProfileRecord* r);
   // `queue_name`/`queue_depth`: the pool the block came from, if any.
   void MarkStart(ProfileRecord* r, std::int64_t pending, const char* queue_name,

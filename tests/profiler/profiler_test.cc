@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <future>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -346,6 +348,74 @@ TEST(ProfilerEnv, ProfilePathThatCannotBeWrittenIsReportedAtDestruction) {
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_THAT(err, ::testing::HasSubstr("DEPENGINE_PROFILE"));
   EXPECT_THAT(err, ::testing::HasSubstr("/dev/full"));
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Bug: the record's seq, which orders the graph, was taken before the push
+// locked its vars, so with several pushers it could disagree with the order
+// the engine queued the functions on a var (WAW edges pointing from a
+// function to one that ran before it). Every function here writes one
+// shared var, so the engine runs them one at a time in queue order, and the
+// graph's WAW chain must be exactly the order they ran in.
+TEST_P(ProfilerTest, GraphFollowsQueueOrderWithSeveralPushers) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  constexpr int kThreads = 4, kPerThread = 1000, kExtraReads = 200;
+  VarHandle shared = e->NewVariable();
+  std::vector<std::string> names(kThreads * kPerThread);
+  for (std::size_t i = 0; i < names.size(); ++i) names[i] = "w" + std::to_string(i);
+  std::vector<int> ran_at(names.size(), -1);  // written under `shared`'s write access
+  int next_run = 0;
+  // Half of the pushers also read private vars (the several-var path, and a
+  // wider window between the record and the queueing); the others push
+  // one-var functions.
+  std::vector<std::vector<VarHandle>> reads(kThreads);
+  for (int t = 0; t < kThreads; t += 2) {
+    for (int i = 0; i < kExtraReads; ++i) reads[t].push_back(e->NewVariable());
+  }
+  std::vector<std::thread> pushers;
+  for (int t = 0; t < kThreads; ++t) {
+    pushers.emplace_back([&, t] {
+      for (int k = 0; k < kPerThread; ++k) {
+        const int id = t * kPerThread + k;
+        e->PushSync([&, id](RunContext) { ran_at[id] = next_run++; }, Context::CPU(), reads[t],
+                    {shared}, FnProperty::kNormal, 0, names[id].c_str());
+      }
+    });
+  }
+  for (std::thread& t : pushers) t.join();
+  e->WaitForAll();
+  const std::string path = TempPath("graph_mt.dot");
+  DumpDependencyGraph(*e, path);
+  const std::string dot = ReadFile(path);
+  std::map<std::string, int> node_to_id;
+  const std::regex node_re(R"re(\s(f\d+) \[label="w(\d+)\\n)re");
+  for (std::sregex_iterator it(dot.begin(), dot.end(), node_re), end; it != end; ++it) {
+    node_to_id[(*it)[1]] = std::stoi((*it)[2]);
+  }
+  ASSERT_EQ(node_to_id.size(), names.size());
+  const std::regex edge_re(R"re((f\d+) -> (f\d+) \[label="v\d+ (\w+)")re");
+  int edges = 0, out_of_order = 0;
+  for (std::sregex_iterator it(dot.begin(), dot.end(), edge_re), end; it != end; ++it) {
+    ++edges;
+    EXPECT_EQ((*it)[3], "WAW");  // the private vars are only read
+    const int from = node_to_id.at((*it)[1]), to = node_to_id.at((*it)[2]);
+    if (ran_at[to] != ran_at[from] + 1) ++out_of_order;
+  }
+  EXPECT_EQ(edges, static_cast<int>(names.size()) - 1);
+  EXPECT_EQ(out_of_order, 0) << "WAW edges that do not go from a function to the next one run";
+  for (const auto& r : reads) {
+    for (VarHandle v : r) e->DeleteVariable({}, Context::CPU(), v);
+  }
+  e->DeleteVariable({}, Context::CPU(), shared);
+  e->WaitForAll();
+  std::remove(path.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(AllEngines, ProfilerTest,
