@@ -677,6 +677,21 @@ void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted,
   }
 }
 
+void ThreadedEngine::HandOutGrantsProfiled(const GrantList& granted,
+                                           const std::vector<std::uint64_t>& vars,
+                                           ProfileRecord* releaser) {
+  for (int i = 0; i < granted.size; ++i) {
+    OprBlock* g = granted.data[i];
+    if (!g->Grant()) continue;  // another grant is still to come: g may run any time now
+    // The grant that made g ready: g is this thread's to dispatch.
+    if (g->profile != nullptr) {
+      releaser->released.emplace_back(g->profile->seq, vars[static_cast<std::size_t>(i)]);
+      Profiler::MarkReady(g->profile);
+    }
+    Dispatch(g);
+  }
+}
+
 int ThreadedEngine::HandOutGrants(const GrantList& granted, const OprBlock* self) {
   int self_grants = 0;
   for (int i = 0; i < granted.size; ++i) {
@@ -948,11 +963,11 @@ void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
   if (watchdog_ != nullptr) watchdog_->Finished(b);
   GrantList granted;
   std::vector<Var*> newly_failed;
+  std::vector<std::uint64_t> granted_vars;  // profiled only: the var of each grant
   if (b->kind == OprKind::kDeleteVar) {
     FreeVar(b->slots()[0].var);
   } else {
     for (VarSlot& s : b->slots()) {
-      const int granted_before = granted.size;
       if (!s.write()) {
         s.var->CompleteRead(&granted);
       } else {
@@ -964,25 +979,26 @@ void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
         }
       }
       if (b->profile != nullptr) {
-        // The owners just granted cannot run before Grant() below: safe to read.
-        for (int i = granted_before; i < granted.size; ++i) {
-          if (granted.data[i]->profile != nullptr) {
-            b->profile->released.emplace_back(granted.data[i]->profile->seq, s.var->profile_id);
-          }
-        }
+        granted_vars.resize(static_cast<std::size_t>(granted.size), s.var->profile_id);
       }
     }
   }
   if (b->profile != nullptr) {
     if (failure && !b->profile->skipped) b->profile->failed = true;
-    profiler_->Finish(b->profile);
-    b->profile = nullptr;
+    Profiler::MarkEnd(b->profile);  // before the functions it releases start
   }
   if (!newly_failed.empty()) {
     MutexLock lock(failures_mu_);
     failed_vars_.insert(newly_failed.begin(), newly_failed.end());
   }
-  HandOutGrants(granted, nullptr);
+  if (b->profile != nullptr) {
+    // Flows only from the grant that made a function ready (profiler.md).
+    HandOutGrantsProfiled(granted, granted_vars, b->profile);
+    profiler_->Finish(b->profile);
+    b->profile = nullptr;
+  } else {
+    HandOutGrants(granted, nullptr);
+  }
   if (w != nullptr && --w->completing == 0) w->FlushBatch();
   ReleaseExecution(b);
   if (in_flight_.enabled()) ReleaseInFlight();

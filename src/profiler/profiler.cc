@@ -262,8 +262,9 @@ void Profiler::MarkStart(ProfileRecord* r, std::int64_t pending, const char* que
   r->queue_depth_at_start = queue_depth;
 }
 
+void Profiler::MarkEnd(ProfileRecord* r) { r->end_ns = NowNs(); }
+
 void Profiler::Finish(ProfileRecord* r) {
-  r->end_ns = NowNs();
   const Slot slot = ThisThreadSlot();
   if (slot.buffer != nullptr) {
     slot.buffer->Append(r);

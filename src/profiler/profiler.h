@@ -7,8 +7,9 @@
 //             AssignSeq()   seq, with the push locks of its vars held
 //   ready     MarkReady()   when the block's last grant arrives
 //   start     MarkStart()   thread row, queue depth, pending count
-//   complete  Finish()      end time, the blocks it released; appended to
-//                           the completing thread's buffer
+//   complete  MarkEnd()     end time
+//             released      the blocks whose last grant it handed out
+//             Finish()      appended to the completing thread's buffer
 // A buffer is written by its thread only and read by Dump* through an
 // acquire load of each chunk's count, so recording takes no lock. Buffers
 // belong to the Profiler; a thread reaches its own through a
@@ -50,7 +51,9 @@ struct ProfileRecord {
   std::string queue_name;
   bool failed = false;   // raised an error
   bool skipped = false;  // not run: a var it uses had failed
-  // (released block's seq, var id) for the blocks this one made ready.
+  // (released block's seq, var id) for the blocks this one made ready: those
+  // whose last dependency its completion released (the grant that took
+  // their wait count to zero), not every block it granted a var to.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> released;
 };
 
@@ -75,7 +78,9 @@ class Profiler {
   // `queue_name`/`queue_depth`: the pool the block came from, if any.
   void MarkStart(ProfileRecord* r, std::int64_t pending, const char* queue_name,
                  std::int64_t queue_depth);
-  // Takes ownership of `r`.
+  // The end time, taken before the completion hands out its grants.
+  static void MarkEnd(ProfileRecord* r);
+  // Takes ownership of `r`, complete (MarkEnd, released) by now.
   void Finish(ProfileRecord* r);
 
   // Names the calling thread's row ("cpu/normal/0"); threads that never

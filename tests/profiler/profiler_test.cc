@@ -418,6 +418,45 @@ TEST_P(ProfilerTest, GraphFollowsQueueOrderWithSeveralPushers) {
   std::remove(path.c_str());
 }
 
+// Bug: a flow arrow was drawn from every function that granted a slot, not
+// only from the one whose grant made the function ready. "first" writes a
+// and finishes first, "last" writes b and finishes last; F reads both, so
+// only "last" released F's last dependency.
+TEST_P(ProfilerTest, FlowOnlyFromTheCompletionThatMadeTheFunctionReady) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle a = e->NewVariable(), b = e->NewVariable();
+  std::promise<CallbackOnComplete> first_cb, last_cb;
+  e->PushAsync([&](RunContext, CallbackOnComplete cb) { first_cb.set_value(cb); }, Context::CPU(),
+               {}, {a}, FnProperty::kNormal, 0, "first");
+  e->PushAsync([&](RunContext, CallbackOnComplete cb) { last_cb.set_value(cb); }, Context::CPU(),
+               {}, {b}, FnProperty::kNormal, 0, "last");
+  e->PushSync([](RunContext) {}, Context::CPU(), {a, b}, {}, FnProperty::kNormal, 0, "F");
+  CallbackOnComplete finish_first = first_cb.get_future().get();
+  CallbackOnComplete finish_last = last_cb.get_future().get();
+  finish_first();
+  finish_last();
+  e->WaitForAll();
+  const std::string path = TempPath("flows.json");
+  DumpProfile(*e, path);
+  const json trace = ReadJson(path);
+  std::map<std::string, json> fn;
+  std::vector<std::string> flow_vars;
+  int flow_ends = 0;
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "X") fn[ev["name"]] = ev;
+    if (ev["ph"] == "s") flow_vars.push_back(ev["args"]["var"]);
+    if (ev["ph"] == "f") ++flow_ends;
+  }
+  ASSERT_TRUE(fn.count("first") && fn.count("last") && fn.count("F"));
+  EXPECT_EQ(flow_vars,
+            std::vector<std::string>{fn["last"]["args"]["writes"][0].get<std::string>()});
+  EXPECT_EQ(flow_ends, 1);
+  for (VarHandle v : {a, b}) e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(path.c_str());
+}
+
 INSTANTIATE_TEST_SUITE_P(AllEngines, ProfilerTest,
                          ::testing::Values(EngineKind::kNaive, EngineKind::kPooled,
                                            EngineKind::kPerDevice),
