@@ -48,9 +48,57 @@ std::string DeviceName(const Context& c) {
   return "?";
 }
 
+// The length of the valid UTF-8 sequence at s[i] (RFC 3629: no overlong
+// forms, no surrogates, nothing above U+10FFFF), or 0 when it is not one;
+// `*bad` is then how many bytes to replace with one U+FFFD (the maximal
+// subpart of a sequence, as Unicode recommends), at least 1.
+std::size_t Utf8SequenceAt(const std::string& s, std::size_t i, std::size_t* bad) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  std::size_t n;
+  unsigned char lo = 0x80, hi = 0xbf;  // the range of the second byte
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) lo = 0xa0;  // overlong below
+    if (c == 0xed) hi = 0x9f;  // surrogates above
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) lo = 0x90;  // overlong below
+    if (c == 0xf4) hi = 0x8f;  // above U+10FFFF
+  } else {
+    *bad = 1;  // a stray continuation byte, C0/C1 (always overlong), or F5..FF
+    return 0;
+  }
+  for (std::size_t k = 1; k < n; ++k) {
+    const auto d = i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0;
+    if (d < (k == 1 ? lo : 0x80) || d > (k == 1 ? hi : 0xbf)) {
+      *bad = k;
+      return 0;
+    }
+  }
+  return n;
+}
+
+// A JSON string literal of `s`. Bytes that are not valid UTF-8 become U+FFFD,
+// so the output is valid JSON (and UTF-8) whatever the name holds.
 std::string JsonString(const std::string& s) {
   std::string out = "\"";
-  for (char c : s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const char c = s[i];
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80) {
+      std::size_t bad = 0;
+      if (const std::size_t n = Utf8SequenceAt(s, i, &bad); n > 0) {
+        out.append(s, i, n);
+        i += n;
+      } else {
+        out += "\xef\xbf\xbd";  // U+FFFD REPLACEMENT CHARACTER
+        i += bad;
+      }
+      continue;
+    }
+    ++i;
     switch (c) {
       case '"':
         out += "\\\"";
@@ -62,9 +110,9 @@ std::string JsonString(const std::string& s) {
         out += "\\n";
         break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
+        if (u < 0x20) {
           char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          std::snprintf(buf, sizeof buf, "\\u%04x", u);
           out += buf;
         } else {
           out += c;

@@ -369,7 +369,11 @@ TEST_P(ProfilerTest, GraphFollowsQueueOrderWithSeveralPushers) {
   constexpr int kThreads = 4, kPerThread = 1000, kExtraReads = 200;
   VarHandle shared = e->NewVariable();
   std::vector<std::string> names(kThreads * kPerThread);
-  for (std::size_t i = 0; i < names.size(); ++i) names[i] = "w" + std::to_string(i);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    char name[32];  // not "w" + to_string: GCC 12 warns (-Wrestrict) on it here, wrongly
+    std::snprintf(name, sizeof name, "w%zu", i);
+    names[i] = name;
+  }
   std::vector<int> ran_at(names.size(), -1);  // written under `shared`'s write access
   int next_run = 0;
   // Half of the pushers also read private vars (the several-var path, and a
@@ -455,6 +459,80 @@ TEST_P(ProfilerTest, FlowOnlyFromTheCompletionThatMadeTheFunctionReady) {
   for (VarHandle v : {a, b}) e->DeleteVariable({}, Context::CPU(), v);
   e->WaitForAll();
   std::remove(path.c_str());
+}
+
+// Strict UTF-8 (RFC 3629: no overlong forms, no surrogates, at most
+// U+10FFFF).
+bool ValidUtf8(const std::string& s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int n = 0;
+    std::uint32_t cp = 0, min = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      n = 1, cp = c & 0x1f, min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+      n = 2, cp = c & 0x0f, min = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+      n = 3, cp = c & 0x07, min = 0x10000;
+    } else {
+      return false;
+    }
+    if (i + static_cast<std::size_t>(n) >= s.size()) return false;
+    for (int k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]);
+      if ((d & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += static_cast<std::size_t>(n) + 1;
+  }
+  return true;
+}
+
+// Bug: names were copied into the JSON byte for byte, so a name that is not
+// valid UTF-8 made the trace and the stats JSON invalid. Invalid bytes now
+// become U+FFFD; valid multi-byte characters are kept.
+TEST_P(ProfilerTest, NamesThatAreNotUtf8StillGiveValidJson) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  const char* names[] = {"caf\xe9",      "na\xc3\xafve",    "cut\xe2\x82",
+                         "over\xc0\xaf", "sur\xed\xa0\x80", "\xf0\x9f\x98\x80"};
+  for (const char* name : names) {
+    e->PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kNormal, 0, name);
+  }
+  e->WaitForAll();
+  const std::string trace_path = TempPath("utf8.json"), stats_path = TempPath("utf8_stats.json");
+  DumpProfile(*e, trace_path);
+  std::ostringstream table;
+  DumpProfileStats(*e, table, stats_path);
+  const std::string expected[] = {
+      "caf\uFFFD", "na\u00efve", "cut\uFFFD", "over\uFFFD\uFFFD", "sur\uFFFD\uFFFD\uFFFD",
+      "\U0001F600"};
+  const std::set<std::string> want(std::begin(expected), std::end(expected));
+  for (const std::string& path : {trace_path, stats_path}) {
+    const std::string text = ReadFile(path);
+    EXPECT_TRUE(ValidUtf8(text)) << path;
+    json doc;
+    ASSERT_NO_THROW(doc = json::parse(text)) << path;
+    std::set<std::string> got;
+    if (path == trace_path) {
+      for (const json& ev : doc["traceEvents"]) {
+        if (ev["ph"] == "X") got.insert(ev["name"].get<std::string>());
+      }
+    } else {
+      for (const json& f : doc["functions"]) got.insert(f["name"].get<std::string>());
+    }
+    EXPECT_EQ(got, want) << path;
+  }
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(trace_path.c_str());
+  std::remove(stats_path.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(AllEngines, ProfilerTest,
