@@ -153,6 +153,25 @@ void CloseOrThrow(std::ofstream& out, const char* call, const std::string& path)
   }
 }
 
+// Restores a stream's format flags and precision, which a dump sets for its
+// own output, when it goes out of scope: the stream is the caller's.
+class StreamFormatGuard {
+ public:
+  explicit StreamFormatGuard(std::ios_base& stream)
+      : stream_(stream), flags_(stream.flags()), precision_(stream.precision()) {}
+  ~StreamFormatGuard() {
+    stream_.flags(flags_);
+    stream_.precision(precision_);
+  }
+  StreamFormatGuard(const StreamFormatGuard&) = delete;
+  StreamFormatGuard& operator=(const StreamFormatGuard&) = delete;
+
+ private:
+  std::ios_base& stream_;
+  const std::ios_base::fmtflags flags_;
+  const std::streamsize precision_;
+};
+
 double Percentile(std::vector<double>& v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -446,14 +465,19 @@ void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {
     rows.push_back(row);
   }
   std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.total > b.total; });
-  table
-      << "| function | count | run total us | run mean | run p50 | run p99 | run max | wait mean | "
-         "wait p50 | wait p99 | wait max |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
-  table << std::fixed << std::setprecision(3);
-  for (const Row& r : rows) {
-    table << "| " << r.name << " | " << r.count << " | " << r.total << " | " << r.mean << " | "
-          << r.p50 << " | " << r.p99 << " | " << r.max << " | " << r.wmean << " | " << r.wp50
-          << " | " << r.wp99 << " | " << r.wmax << " |\n";
+  {
+    // The table's own format (decimal, 3 decimals), on the caller's stream.
+    StreamFormatGuard keep_format(table);
+    table.flags(std::ios_base::dec | std::ios_base::fixed);
+    table.precision(3);
+    table << "| function | count | run total us | run mean | run p50 | run p99 | run max | "
+             "wait mean | wait p50 | wait p99 | wait max |\n"
+             "|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for (const Row& r : rows) {
+      table << "| " << r.name << " | " << r.count << " | " << r.total << " | " << r.mean << " | "
+            << r.p50 << " | " << r.p99 << " | " << r.max << " | " << r.wmean << " | " << r.wp50
+            << " | " << r.wp99 << " | " << r.wmax << " |\n";
+    }
   }
   if (json_path.empty()) return;
   std::ofstream out(json_path);

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <future>
+#include <iomanip>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -533,6 +534,25 @@ TEST_P(ProfilerTest, NamesThatAreNotUtf8StillGiveValidJson) {
   e->WaitForAll();
   std::remove(trace_path.c_str());
   std::remove(stats_path.c_str());
+}
+
+// Bug: DumpProfileStats left std::fixed and setprecision(3) on the caller's
+// stream.
+TEST_P(ProfilerTest, StatsLeaveTheCallersStreamFormatAlone) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  RunSeedProgram(*e);
+  std::ostringstream table;
+  table << std::hex << std::showbase << std::setprecision(9);
+  const std::ios_base::fmtflags flags = table.flags();
+  DumpProfileStats(*e, table);
+  EXPECT_EQ(table.flags(), flags);
+  EXPECT_EQ(table.precision(), 9);
+  std::ostringstream plain;
+  DumpProfileStats(*e, plain);
+  plain.str("");
+  plain << 0.5;
+  EXPECT_EQ(plain.str(), "0.5");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllEngines, ProfilerTest,
