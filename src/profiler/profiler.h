@@ -45,7 +45,9 @@ struct ProfileRecord {
   std::int64_t push_ns = 0, ready_ns = 0, start_ns = 0, end_ns = 0;
   int row = -1;  // the thread row it ran on
   std::int64_t pending_at_start = 0;
-  std::int64_t queue_depth_at_start = -1;  // -1: ran inline, no queue
+  // The profiled functions waiting in its pool's queue when it started
+  // (TaskQueue::SizeHint); -1: ran inline, no queue.
+  std::int64_t queue_depth_at_start = -1;
   // A copy: the pool (and its name) may be gone when the trace is written
   // (DEPENGINE_PROFILE writes it after the pools are joined).
   std::string queue_name;

@@ -555,6 +555,62 @@ TEST_P(ProfilerTest, StatsLeaveTheCallersStreamFormatAlone) {
   EXPECT_EQ(plain.str(), "0.5");
 }
 
+// The queue depth a function records: the profiled functions waiting in its
+// pool's queue when it started (every waiting function while the whole
+// engine is profiled). Bug: the priority heap's functions were counted
+// whether profiled or not, the FIFO's only when profiled.
+TEST_P(ProfilerTest, QueueDepthCountsTheProfiledFunctionsWaiting) {
+  if (GetParam() == EngineKind::kNaive) GTEST_SKIP() << "the naive engine has no queue";
+  for (const bool profile_all : {false, true}) {
+    SCOPED_TRACE(profile_all ? "every push profiled" : "one push profiled");
+    EngineOptions o;
+    o.kind = GetParam();
+    o.cpu_worker_threads = 1;
+    auto e = CreateEngine(o);
+    if (profile_all) SetProfiling(*e, true);
+    // Holds the only worker while the others are queued.
+    std::promise<void> started, open;
+    std::shared_future<void> opened = open.get_future().share();
+    e->PushSync(
+        [&](RunContext) {
+          started.set_value();
+          opened.wait();
+        },
+        Context::CPU(), {}, {}, FnProperty::kNormal, 0, "blocker");
+    started.get_future().wait();
+    // Runs first (highest priority); behind it wait 5 functions in the heap
+    // and 5 in the FIFO, profiled only when profile_all.
+    OprHandle probe = e->NewOperator([](RunContext, CallbackOnComplete cb) { cb(); }, {}, {},
+                                     FnProperty::kNormal, "probe");
+    e->Push(probe, Context::CPU(), 10, /*profiling=*/true);
+    for (int i = 0; i < 5; ++i) {
+      e->PushSync([](RunContext) {}, Context::CPU(), {}, {}, FnProperty::kNormal, 5, "heap");
+      e->PushSync([](RunContext) {}, Context::CPU(), {}, {}, FnProperty::kNormal, 0, "fifo");
+    }
+    open.set_value();
+    e->WaitForAll();
+    const std::string path = TempPath("depth.json");
+    DumpProfile(*e, path);
+    const json trace = ReadJson(path);
+    double probe_start = -1;
+    for (const json& ev : trace["traceEvents"]) {
+      if (ev["ph"] == "X" && ev["name"] == "probe") probe_start = ev["ts"];
+    }
+    ASSERT_GE(probe_start, 0);
+    int depth = -1;
+    for (const json& ev : trace["traceEvents"]) {
+      if (ev["ph"] == "C" && ev["name"].get<std::string>().starts_with("queue depth") &&
+          ev["ts"] == probe_start) {
+        depth = ev["args"]["depth"];
+      }
+    }
+    EXPECT_EQ(depth, profile_all ? 10 : 0);
+    e->DeleteOperator(probe);
+    e->WaitForAll();
+    std::remove(path.c_str());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllEngines, ProfilerTest,
                          ::testing::Values(EngineKind::kNaive, EngineKind::kPooled,
                                            EngineKind::kPerDevice),
