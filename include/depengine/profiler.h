@@ -33,13 +33,17 @@ void DumpProfile(Engine& engine, const std::string& path);
 
 // Per function name: count, total, mean, p50, p99 and max of run time and
 // of queue wait (time from ready to start), in microseconds. Writes a table
-// to `table` and, when `json_path` is not empty, the same as JSON.
+// to `table` (in decimal, 3 decimals; the stream's format flags and
+// precision are left as they were) and, when `json_path` is not empty, the
+// same as JSON. Raises std::runtime_error when the JSON file cannot be
+// written.
 void DumpProfileStats(Engine& engine, std::ostream& table, const std::string& json_path = "");
 
 // The dependency graph of the recorded functions, in push order: nodes are
 // functions, edges carry the var and the kind (RAW read-after-write, WAR
 // write-after-read, WAW write-after-write); the critical path (longest chain
-// of run times) is drawn in red. Writes Graphviz DOT to `path`.
+// of run times) is drawn in red. Writes Graphviz DOT to `path`. Raises
+// std::runtime_error when the file cannot be written.
 void DumpDependencyGraph(Engine& engine, const std::string& path);
 
 // Forgets what was recorded so far.

@@ -626,7 +626,11 @@ void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted,
                    ? profiler_->Begin(*b)
                    : nullptr;
   const std::span<VarSlot> slots = b->slots();
-  if (slots.size() == 1 && !mark_deleted && PushSingle(b, call)) return;
+  // A profiled push takes the general path below, whose push locks order
+  // its record's seq like its uses (see Profiler::AssignSeq); PushSingle
+  // queues under the grant side's lock, which a several-var push does not
+  // take. When profiling is off this is one more test of b->profile.
+  if (slots.size() == 1 && !mark_deleted && b->profile == nullptr && PushSingle(b, call)) return;
   // Lock every var's push side in address order (slots are sorted):
   // concurrent pushes then queue on all their shared vars in the same
   // relative order, which is what makes pushing from several threads
@@ -645,6 +649,9 @@ void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted,
     }
   }
   if (mark_deleted) slots[0].var->deleted.store(true, std::memory_order_relaxed);
+  // With every var's push lock held: two profiled pushes that share a var
+  // get their seqs in the order they queue on it (the graph's order).
+  if (b->profile != nullptr) profiler_->AssignSeq(b->profile);
   CountPush(b);
   // One grant per slot, plus one held by this pusher until every var is
   // settled, so that nobody dispatches b while we still use it. Published
@@ -679,6 +686,21 @@ void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted,
   if (ready) {
     if (b->profile != nullptr) Profiler::MarkReady(b->profile);
     Dispatch(b);
+  }
+}
+
+void ThreadedEngine::HandOutGrantsProfiled(const GrantList& granted,
+                                           const std::vector<std::uint64_t>& vars,
+                                           ProfileRecord* releaser) {
+  for (int i = 0; i < granted.size; ++i) {
+    OprBlock* g = granted.data[i];
+    if (!g->Grant()) continue;  // another grant is still to come: g may run any time now
+    // The grant that made g ready: g is this thread's to dispatch.
+    if (g->profile != nullptr) {
+      releaser->released.emplace_back(g->profile->seq, vars[static_cast<std::size_t>(i)]);
+      Profiler::MarkReady(g->profile);
+    }
+    Dispatch(g);
   }
 }
 
@@ -967,11 +989,11 @@ void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
   if (watchdog_ != nullptr) watchdog_->Finished(b);
   GrantList granted;
   std::vector<Var*> newly_failed;
+  std::vector<std::uint64_t> granted_vars;  // profiled only: the var of each grant
   if (b->kind == OprKind::kDeleteVar) {
     FreeVar(b->slots()[0].var);
   } else {
     for (VarSlot& s : b->slots()) {
-      const int granted_before = granted.size;
       if (!s.write()) {
         s.var->CompleteRead(&granted);
       } else {
@@ -983,25 +1005,26 @@ void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
         }
       }
       if (b->profile != nullptr) {
-        // The owners just granted cannot run before Grant() below: safe to read.
-        for (int i = granted_before; i < granted.size; ++i) {
-          if (granted.data[i]->profile != nullptr) {
-            b->profile->released.emplace_back(granted.data[i]->profile->seq, s.var->profile_id);
-          }
-        }
+        granted_vars.resize(static_cast<std::size_t>(granted.size), s.var->profile_id);
       }
     }
   }
   if (b->profile != nullptr) {
     if (failure && !b->profile->skipped) b->profile->failed = true;
-    profiler_->Finish(b->profile);
-    b->profile = nullptr;
+    Profiler::MarkEnd(b->profile);  // before the functions it releases start
   }
   if (!newly_failed.empty()) {
     MutexLock lock(failures_mu_);
     failed_vars_.insert(newly_failed.begin(), newly_failed.end());
   }
-  HandOutGrants(granted, nullptr);
+  if (b->profile != nullptr) {
+    // Flows only from the grant that made a function ready (profiler.md).
+    HandOutGrantsProfiled(granted, granted_vars, b->profile);
+    profiler_->Finish(b->profile);
+    b->profile = nullptr;
+  } else {
+    HandOutGrants(granted, nullptr);
+  }
   if (w != nullptr && --w->completing == 0) w->FlushBatch();
   ReleaseExecution(b);
   if (in_flight_.enabled()) ReleaseInFlight();

@@ -105,6 +105,11 @@ class ThreadedEngine : public Engine {
   // became ready, except `self` (a block whose push is still under way):
   // returns how many of the grants were self's.
   int HandOutGrants(const GrantList& granted, const OprBlock* self);
+  // HandOutGrants for a completion that is being profiled: also records in
+  // `releaser` a flow to each profiled block whose last grant this was
+  // (`vars[i]`: the var of granted.data[i]).
+  void HandOutGrantsProfiled(const GrantList& granted, const std::vector<std::uint64_t>& vars,
+                             ProfileRecord* releaser);
   // Enqueue's fast path for a function with one var; false: not taken.
   bool PushSingle(OprBlock* b, const char* call);
   void Execute(OprBlock* b, void* stream);

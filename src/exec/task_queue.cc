@@ -39,6 +39,10 @@ void TaskQueue::PushHeap(OprBlock* b) {
   SpinLockGuard lock(heap_mu_);
   heap_.push_back(b);
   std::push_heap(heap_.begin(), heap_.end(), LowerPriority);
+  if (b->profile != nullptr) {
+    profiled_in_heap_.store(profiled_in_heap_.load(std::memory_order_relaxed) + 1,
+                            std::memory_order_relaxed);
+  }
   heap_max_.store(heap_.front()->priority, std::memory_order_relaxed);
   heap_size_.store(static_cast<int>(heap_.size()), std::memory_order_seq_cst);
 }
@@ -97,7 +101,7 @@ std::size_t TaskQueue::SizeHint() const {
   const std::uint64_t popped = profiled_popped_.load(std::memory_order_relaxed);
   const std::uint64_t pushed = profiled_pushed_.load(std::memory_order_relaxed);
   const std::size_t fifo = pushed > popped ? static_cast<std::size_t>(pushed - popped) : 0;
-  return fifo + static_cast<std::size_t>(heap_size_.load(std::memory_order_relaxed));
+  return fifo + static_cast<std::size_t>(profiled_in_heap_.load(std::memory_order_relaxed));
 }
 
 OprBlock* TaskQueue::TryDequeue() {
@@ -153,6 +157,10 @@ OprBlock* TaskQueue::TryDequeueHeap() {
   std::pop_heap(heap_.begin(), heap_.end(), LowerPriority);
   OprBlock* b = heap_.back();
   heap_.pop_back();
+  if (b->profile != nullptr) {
+    profiled_in_heap_.store(profiled_in_heap_.load(std::memory_order_relaxed) - 1,
+                            std::memory_order_relaxed);
+  }
   heap_max_.store(heap_.empty() ? INT_MIN : heap_.front()->priority, std::memory_order_relaxed);
   heap_size_.store(static_cast<int>(heap_.size()), std::memory_order_seq_cst);
   return b;

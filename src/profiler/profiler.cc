@@ -1,8 +1,10 @@
 #include "profiler/profiler.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <map>
@@ -17,8 +19,6 @@ namespace {
 
 std::atomic<std::uint64_t> g_next_profiler_id{1};
 std::atomic<int> g_next_thread_number{0};
-
-thread_local std::string tls_thread_name;
 
 const char* PropName(FnProperty p) {
   switch (p) {
@@ -48,9 +48,57 @@ std::string DeviceName(const Context& c) {
   return "?";
 }
 
+// The length of the valid UTF-8 sequence at s[i] (RFC 3629: no overlong
+// forms, no surrogates, nothing above U+10FFFF), or 0 when it is not one;
+// `*bad` is then how many bytes to replace with one U+FFFD (the maximal
+// subpart of a sequence, as Unicode recommends), at least 1.
+std::size_t Utf8SequenceAt(const std::string& s, std::size_t i, std::size_t* bad) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  std::size_t n;
+  unsigned char lo = 0x80, hi = 0xbf;  // the range of the second byte
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) lo = 0xa0;  // overlong below
+    if (c == 0xed) hi = 0x9f;  // surrogates above
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) lo = 0x90;  // overlong below
+    if (c == 0xf4) hi = 0x8f;  // above U+10FFFF
+  } else {
+    *bad = 1;  // a stray continuation byte, C0/C1 (always overlong), or F5..FF
+    return 0;
+  }
+  for (std::size_t k = 1; k < n; ++k) {
+    const auto d = i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0;
+    if (d < (k == 1 ? lo : 0x80) || d > (k == 1 ? hi : 0xbf)) {
+      *bad = k;
+      return 0;
+    }
+  }
+  return n;
+}
+
+// A JSON string literal of `s`. Bytes that are not valid UTF-8 become U+FFFD,
+// so the output is valid JSON (and UTF-8) whatever the name holds.
 std::string JsonString(const std::string& s) {
   std::string out = "\"";
-  for (char c : s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const char c = s[i];
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80) {
+      std::size_t bad = 0;
+      if (const std::size_t n = Utf8SequenceAt(s, i, &bad); n > 0) {
+        out.append(s, i, n);
+        i += n;
+      } else {
+        out += "\xef\xbf\xbd";  // U+FFFD REPLACEMENT CHARACTER
+        i += bad;
+      }
+      continue;
+    }
+    ++i;
     switch (c) {
       case '"':
         out += "\\\"";
@@ -62,9 +110,9 @@ std::string JsonString(const std::string& s) {
         out += "\\n";
         break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
+        if (u < 0x20) {
           char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          std::snprintf(buf, sizeof buf, "\\u%04x", u);
           out += buf;
         } else {
           out += c;
@@ -91,6 +139,38 @@ std::string Us(std::int64_t ns) {
   std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns) / 1000.0);
   return buf;
 }
+
+// Flushes and closes `out` and raises when anything could not be written: a
+// small file's ENOSPC (or EIO) shows only here, when the buffer is written.
+void CloseOrThrow(std::ofstream& out, const char* call, const std::string& path) {
+  errno = 0;
+  out.flush();
+  out.close();
+  if (out.fail()) {
+    const int err = errno;
+    throw std::runtime_error(std::string(call) + ": error writing " + path +
+                             (err != 0 ? std::string(": ") + std::strerror(err) : std::string()));
+  }
+}
+
+// Restores a stream's format flags and precision, which a dump sets for its
+// own output, when it goes out of scope: the stream is the caller's.
+class StreamFormatGuard {
+ public:
+  explicit StreamFormatGuard(std::ios_base& stream)
+      : stream_(stream), flags_(stream.flags()), precision_(stream.precision()) {}
+  ~StreamFormatGuard() {
+    stream_.flags(flags_);
+    stream_.precision(precision_);
+  }
+  StreamFormatGuard(const StreamFormatGuard&) = delete;
+  StreamFormatGuard& operator=(const StreamFormatGuard&) = delete;
+
+ private:
+  std::ios_base& stream_;
+  const std::ios_base::fmtflags flags_;
+  const std::streamsize precision_;
+};
 
 double Percentile(std::vector<double>& v, double p) {
   if (v.empty()) return 0;
@@ -143,23 +223,73 @@ struct Profiler::Buffer {
 Profiler::Profiler() : id_(g_next_profiler_id.fetch_add(1)), origin_ns_(NowNs()) {}
 Profiler::~Profiler() = default;
 
-void Profiler::NameThisThread(const std::string& name) { tls_thread_name = name; }
-
 namespace {
 // The calling thread's buffer and row for each profiler it wrote to.
 struct ThreadSlot {
   std::uint64_t profiler_id;
-  void* buffer;
+  void* buffer;  // Profiler::Buffer*, owned by that profiler
   int row;
 };
-thread_local std::vector<ThreadSlot> tls_slots;
+// What the profiler keeps per thread: heap-allocated, reached through a
+// trivially destructible thread_local pointer, and freed by ThreadStateGuard
+// when the thread's thread_locals are destroyed. A call after that (from a
+// thread_local destructor that ran later, or from a static destructor at
+// exit on the main thread) finds tls_exited set and takes the slow path
+// instead of touching freed memory.
+struct ThreadState {
+  std::string name;  // empty until named or first registered
+  std::vector<ThreadSlot> slots;
+};
+// Both trivially destructible: usable until the thread is gone.
+thread_local ThreadState* tls_state = nullptr;
+thread_local bool tls_exited = false;
+
+struct ThreadStateGuard {
+  ~ThreadStateGuard() {
+    delete tls_state;
+    tls_state = nullptr;
+    tls_exited = true;
+  }
+};
+
+// The calling thread's state, made on first use; nullptr once its
+// thread_locals were destroyed (or are being destroyed and the guard ran).
+ThreadState* ThisThreadState() {
+  if (tls_state != nullptr) return tls_state;
+  if (tls_exited) return nullptr;
+  // Constructed here, after whatever thread_locals the thread made before
+  // its first profiled call: destroyed before them, so their destructors
+  // see tls_exited.
+  thread_local ThreadStateGuard guard;
+  (void)&guard;
+  tls_state = new ThreadState;
+  return tls_state;
+}
 }  // namespace
 
-Profiler::Buffer* Profiler::ThisThreadBuffer() {
-  for (const ThreadSlot& s : tls_slots) {
-    if (s.profiler_id == id_) return static_cast<Buffer*>(s.buffer);
+void Profiler::NameThisThread(const std::string& name) {
+  if (ThreadState* t = ThisThreadState()) t->name = name;
+}
+
+Profiler::Slot Profiler::ThisThreadSlot() {
+  ThreadState* t = ThisThreadState();
+  if (t == nullptr) {
+    // The thread's state is gone: one shared buffer and row, under mu_.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (exited_buffer_ == nullptr) {
+      auto buf = std::make_unique<Buffer>();
+      buf->head = buf->tail = new Chunk;
+      exited_buffer_ = buf.get();
+      buffers_.push_back(std::move(buf));
+      rows_.emplace_back("exiting threads");
+      exited_row_ = static_cast<int>(rows_.size() - 1);
+    }
+    return {nullptr, exited_row_};
   }
-  if (tls_thread_name.empty()) tls_thread_name = "thread/" + std::to_string(g_next_thread_number++);
+  for (const ThreadSlot& s : t->slots) {
+    if (s.profiler_id == id_) return {static_cast<Buffer*>(s.buffer), s.row};
+  }
+  if (t->name.empty()) t->name = "thread/" + std::to_string(g_next_thread_number++);
   auto buf = std::make_unique<Buffer>();
   buf->head = buf->tail = new Chunk;
   Buffer* raw = buf.get();
@@ -167,24 +297,15 @@ Profiler::Buffer* Profiler::ThisThreadBuffer() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     buffers_.push_back(std::move(buf));
-    rows_.push_back(tls_thread_name);
+    rows_.push_back(t->name);
     row = static_cast<int>(rows_.size() - 1);
   }
-  tls_slots.push_back({id_, raw, row});
-  return raw;
-}
-
-int Profiler::RowOfThisThread() {
-  ThisThreadBuffer();
-  for (const ThreadSlot& s : tls_slots) {
-    if (s.profiler_id == id_) return s.row;
-  }
-  return -1;
+  t->slots.push_back({id_, raw, row});
+  return {raw, row};
 }
 
 ProfileRecord* Profiler::Begin(const OprBlock& b) {
   auto* r = new ProfileRecord;
-  r->seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   r->name = b.name != nullptr ? b.name : (b.kind == OprKind::kDeleteVar ? "DeleteVariable" : "fn");
   for (const VarSlot& s : b.slots()) {
     (s.write() ? r->writes : r->reads).push_back(s.var->profile_id);
@@ -202,15 +323,23 @@ void Profiler::MarkStart(ProfileRecord* r, std::int64_t pending, const char* que
                          std::int64_t queue_depth) {
   r->start_ns = NowNs();
   if (r->ready_ns == 0) r->ready_ns = r->start_ns;
-  r->row = RowOfThisThread();
+  r->row = ThisThreadSlot().row;
   r->pending_at_start = pending;
   if (queue_name != nullptr) r->queue_name = queue_name;
   r->queue_depth_at_start = queue_depth;
 }
 
+void Profiler::MarkEnd(ProfileRecord* r) { r->end_ns = NowNs(); }
+
 void Profiler::Finish(ProfileRecord* r) {
-  r->end_ns = NowNs();
-  ThisThreadBuffer()->Append(r);
+  const Slot slot = ThisThreadSlot();
+  if (slot.buffer != nullptr) {
+    slot.buffer->Append(r);
+  } else {
+    // The shared buffer of exited threads: one writer at a time, under mu_.
+    std::lock_guard<std::mutex> lock(mu_);
+    exited_buffer_->Append(r);
+  }
 }
 
 std::vector<const ProfileRecord*> Profiler::Snapshot() {
@@ -301,7 +430,7 @@ void Profiler::WriteTrace(const std::string& path) {
     }
   }
   out << "\n]}\n";
-  if (!out) throw std::runtime_error("DumpProfile: error writing " + path);
+  CloseOrThrow(out, "DumpProfile", path);
 }
 
 void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {
@@ -336,14 +465,19 @@ void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {
     rows.push_back(row);
   }
   std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.total > b.total; });
-  table
-      << "| function | count | run total us | run mean | run p50 | run p99 | run max | wait mean | "
-         "wait p50 | wait p99 | wait max |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
-  table << std::fixed << std::setprecision(3);
-  for (const Row& r : rows) {
-    table << "| " << r.name << " | " << r.count << " | " << r.total << " | " << r.mean << " | "
-          << r.p50 << " | " << r.p99 << " | " << r.max << " | " << r.wmean << " | " << r.wp50
-          << " | " << r.wp99 << " | " << r.wmax << " |\n";
+  {
+    // The table's own format (decimal, 3 decimals), on the caller's stream.
+    StreamFormatGuard keep_format(table);
+    table.flags(std::ios_base::dec | std::ios_base::fixed);
+    table.precision(3);
+    table << "| function | count | run total us | run mean | run p50 | run p99 | run max | "
+             "wait mean | wait p50 | wait p99 | wait max |\n"
+             "|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for (const Row& r : rows) {
+      table << "| " << r.name << " | " << r.count << " | " << r.total << " | " << r.mean << " | "
+            << r.p50 << " | " << r.p99 << " | " << r.max << " | " << r.wmean << " | " << r.wp50
+            << " | " << r.wp99 << " | " << r.wmax << " |\n";
+    }
   }
   if (json_path.empty()) return;
   std::ofstream out(json_path);
@@ -358,6 +492,7 @@ void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {
         << ",\"p50\":" << r.wp50 << ",\"p99\":" << r.wp99 << ",\"max\":" << r.wmax << "}}";
   }
   out << "\n]}\n";
+  CloseOrThrow(out, "DumpProfileStats", json_path);
 }
 
 void Profiler::WriteGraph(const std::string& path) {
@@ -438,6 +573,7 @@ void Profiler::WriteGraph(const std::string& path) {
         << " " << e.kind << "\"" << (critical ? ", color=red, penwidth=2" : "") << "];\n";
   }
   out << "}\n";
+  CloseOrThrow(out, "DumpDependencyGraph", path);
 }
 
 }  // namespace depengine::internal

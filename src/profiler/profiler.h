@@ -4,12 +4,18 @@
 //
 // Recording path (only for blocks that carry a ProfileRecord):
 //   push      Begin()       record made: name, vars, priority, push time
+//             AssignSeq()   seq, with the push locks of its vars held
 //   ready     MarkReady()   when the block's last grant arrives
 //   start     MarkStart()   thread row, queue depth, pending count
-//   complete  Finish()      end time, the blocks it released; appended to
-//                           the completing thread's buffer
+//   complete  MarkEnd()     end time
+//             released      the blocks whose last grant it handed out
+//             Finish()      appended to the completing thread's buffer
 // A buffer is written by its thread only and read by Dump* through an
-// acquire load of each chunk's count, so recording takes no lock.
+// acquire load of each chunk's count, so recording takes no lock. Buffers
+// belong to the Profiler; a thread reaches its own through a
+// trivially destructible thread_local pointer, so a call made after the
+// thread's thread_locals were destroyed (at thread or process exit) finds
+// none and records into a shared buffer under mu_ instead.
 #pragma once
 
 #include <atomic>
@@ -28,7 +34,9 @@ struct OprBlock;
 
 // One recorded function.
 struct ProfileRecord {
-  std::uint64_t seq = 0;  // push order within the profiler
+  // Push order within the profiler, taken with the function's vars locked
+  // (AssignSeq): on each var, the order the engine queued its uses.
+  std::uint64_t seq = 0;
   std::string name;
   std::vector<std::uint64_t> reads, writes;  // var ids
   int priority = 0;
@@ -37,13 +45,17 @@ struct ProfileRecord {
   std::int64_t push_ns = 0, ready_ns = 0, start_ns = 0, end_ns = 0;
   int row = -1;  // the thread row it ran on
   std::int64_t pending_at_start = 0;
-  std::int64_t queue_depth_at_start = -1;  // -1: ran inline, no queue
+  // The profiled functions waiting in its pool's queue when it started
+  // (TaskQueue::SizeHint); -1: ran inline, no queue.
+  std::int64_t queue_depth_at_start = -1;
   // A copy: the pool (and its name) may be gone when the trace is written
   // (DEPENGINE_PROFILE writes it after the pools are joined).
   std::string queue_name;
   bool failed = false;   // raised an error
   bool skipped = false;  // not run: a var it uses had failed
-  // (released block's seq, var id) for the blocks this one made ready.
+  // (released block's seq, var id) for the blocks this one made ready: those
+  // whose last dependency its completion released (the grant that took
+  // their wait count to zero), not every block it granted a var to.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> released;
 };
 
@@ -54,17 +66,28 @@ class Profiler {
   Profiler(const Profiler&) = delete;
   Profiler& operator=(const Profiler&) = delete;
 
-  // Makes the record of block `b` (its slots already sorted).
+  // Makes the record of block `b` (its slots already sorted); its seq comes
+  // later, from AssignSeq.
   ProfileRecord* Begin(const OprBlock& b);
+  // Gives `r` the next seq. The push calls it while it holds the push lock
+  // of every var of the function, before it queues the function on them:
+  // then the seqs of two functions that share a var are in the order they
+  // were queued on it (the order the engine runs them in), which the graph
+  // relies on. (relaxed suffices: the push locks order the two updates, and
+  // a read-modify-write reads the latest value in the modification order.)
+  void AssignSeq(ProfileRecord* r) { r->seq = next_seq_.fetch_add(1, std::memory_order_relaxed); }
   static void MarkReady(ProfileRecord* r);
   // `queue_name`/`queue_depth`: the pool the block came from, if any.
   void MarkStart(ProfileRecord* r, std::int64_t pending, const char* queue_name,
                  std::int64_t queue_depth);
-  // Takes ownership of `r`.
+  // The end time, taken before the completion hands out its grants.
+  static void MarkEnd(ProfileRecord* r);
+  // Takes ownership of `r`, complete (MarkEnd, released) by now.
   void Finish(ProfileRecord* r);
 
   // Names the calling thread's row ("cpu/normal/0"); threads that never
-  // call it get "thread/<n>".
+  // call it get "thread/<n>". Functions run or finished on a thread after
+  // its thread_locals were destroyed share the row "exiting threads".
   static void NameThisThread(const std::string& name);
 
   void WriteTrace(const std::string& path);
@@ -76,8 +99,15 @@ class Profiler {
  private:
   struct Chunk;
   struct Buffer;
-  Buffer* ThisThreadBuffer();
-  int RowOfThisThread();
+  // The calling thread's buffer and row, registered on first use. After the
+  // thread's thread_locals were destroyed (a call from a later thread_local
+  // destructor, or from a static destructor at exit): buffer == nullptr and
+  // the row of exited_buffer_, which is appended to under mu_.
+  struct Slot {
+    Buffer* buffer;
+    int row;
+  };
+  Slot ThisThreadSlot();
   // Finished records with seq >= clear_floor_, sorted by seq.
   std::vector<const ProfileRecord*> Snapshot();
 
@@ -86,9 +116,15 @@ class Profiler {
   std::atomic<std::uint64_t> clear_floor_{0};
   const std::int64_t origin_ns_;  // timestamps are written relative to it
 
-  std::mutex mu_;  // guards buffers_ and rows_ (registration and dumps only)
+  // Guards buffers_, rows_, exited_buffer_ and exited_row_ (registration,
+  // dumps, and appends to exited_buffer_).
+  std::mutex mu_;
   std::vector<std::unique_ptr<Buffer>> buffers_;
   std::vector<std::string> rows_;
+  // Records finished on threads whose profiler state was destroyed; made on
+  // first need, owned by buffers_.
+  Buffer* exited_buffer_ = nullptr;
+  int exited_row_ = -1;
 };
 
 std::int64_t NowNs();

@@ -33,8 +33,8 @@ TEST(TaskQueueTest, PopOrderIsPriorityThenFifo) {
     blocks[i].priority = priorities[i];
     q.Push(&blocks[i]);
   }
-  // SizeHint counts the heap's blocks and the profiled FIFO blocks.
-  EXPECT_EQ(q.SizeHint(), 5u);
+  // SizeHint counts profiled blocks only, in the FIFO and the heap alike.
+  EXPECT_EQ(q.SizeHint(), 0u);
   std::vector<int> order;
   for (int i = 0; i < 8; ++i) {
     OprBlock* b = q.Pop([] {});
@@ -56,19 +56,28 @@ TEST(TaskQueueTest, PopOrderIsPriorityThenFifo) {
 
 TEST(TaskQueueTest, SizeHintCountsProfiledBlocks) {
   TaskQueue q;
-  auto blocks = MakeBlocks(3);
+  auto blocks = MakeBlocks(6);
   alignas(64) static char fake_record[64];  // only compared with nullptr
-  for (int i = 0; i < 3; ++i) {
-    blocks[i].profile = reinterpret_cast<ProfileRecord*>(fake_record);
+  // Profiled: 0 and 1 in the FIFO, 2 in the heap; not profiled: 3 in the
+  // FIFO, 4 and 5 in the heap (not counted, in either).
+  const int priorities[6] = {0, 0, 4, 0, 2, 3};
+  for (int i = 0; i < 6; ++i) {
+    blocks[i].priority = priorities[i];
+    if (i < 3) blocks[i].profile = reinterpret_cast<ProfileRecord*>(fake_record);
     q.Push(&blocks[i]);
   }
   EXPECT_EQ(q.SizeHint(), 3u);
+  q.Pop([] {});  // 2 (heap, profiled)
+  EXPECT_EQ(q.SizeHint(), 2u);
+  q.Pop([] {});  // 5 and 4 (heap)
   q.Pop([] {});
   EXPECT_EQ(q.SizeHint(), 2u);
+  q.Pop([] {});  // 0 (FIFO, profiled)
+  EXPECT_EQ(q.SizeHint(), 1u);
   q.Pop([] {});
   q.Pop([] {});
   EXPECT_EQ(q.SizeHint(), 0u);
-  for (int i = 0; i < 3; ++i) blocks[i].profile = nullptr;
+  for (int i = 0; i < 6; ++i) blocks[i].profile = nullptr;
   q.Stop();
 }
 

@@ -6,13 +6,18 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <future>
+#include <iomanip>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "depengine/engine.h"
 
@@ -213,6 +218,397 @@ TEST(ProfilerEnv, ProfilePathFromEnvironmentWritesTraceAtDestruction) {
   for (const json& ev : trace["traceEvents"]) functions += ev["ph"] == "X";
   EXPECT_GE(functions, 4);
   std::remove(path.c_str());
+}
+
+// Completes an async function from a thread_local destructor, when its
+// thread exits.
+struct CompleteAtThreadExit {
+  CallbackOnComplete cb;
+  bool armed = false;
+  ~CompleteAtThreadExit() {
+    if (armed) cb();
+  }
+};
+
+// Bug: the thread's profiler state (thread_locals) was destroyed before the
+// callback called Profiler::Finish, which then used freed memory (ASan:
+// heap-use-after-free). The callback may be called from any thread at any
+// time, so the function is recorded anyway.
+TEST_P(ProfilerTest, CallbackFromThreadLocalDestructorIsRecorded) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  std::promise<CallbackOnComplete> first_cb, second_cb;
+  e->PushAsync([&](RunContext, CallbackOnComplete cb) { first_cb.set_value(cb); }, Context::CPU(),
+               {}, {v}, FnProperty::kNormal, 0, "first");
+  e->PushAsync([&](RunContext, CallbackOnComplete cb) { second_cb.set_value(cb); }, Context::CPU(),
+               {}, {v}, FnProperty::kNormal, 0, "second");
+  std::thread t([&] {
+    thread_local CompleteAtThreadExit
+        guard;                      // made before the profiler's state: destroyed after it
+    first_cb.get_future().get()();  // this thread records "first"
+    guard.cb = second_cb.get_future().get();  // and "second" as it exits
+    guard.armed = true;
+  });
+  t.join();
+  e->WaitForAll();
+  EXPECT_EQ(ProfiledFunctionCount(*e), 2u);
+  const std::string path = TempPath("tls_exit.json");
+  DumpProfile(*e, path);
+  std::set<std::string> names;
+  const json trace = ReadJson(path);
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "X") names.insert(ev["name"].get<std::string>());
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"first", "second"}));
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(path.c_str());
+}
+
+// Holds a profiled engine in a static object whose destructor pushes work at
+// exit: after the main thread's thread_locals were destroyed. kAsync runs
+// inline on the pushing thread (every function does on the naive engine).
+struct PushesAtExit {
+  std::unique_ptr<Engine> engine;
+  VarHandle v;
+  PushesAtExit(EngineKind kind, const std::string& path) {
+    EngineOptions o;
+    o.kind = kind;
+    o.cpu_worker_threads = 2;
+    o.profile_path = path;
+    engine = CreateEngine(o);
+    v = engine->NewVariable();
+    // The main thread records here, so that its profiler state exists.
+    engine->PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kAsync, 0, "in_main");
+    engine->WaitForAll();
+  }
+  ~PushesAtExit() {
+    engine->PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kAsync, 0, "at_exit");
+    engine->DeleteVariable({}, Context::CPU(), v);
+    engine->WaitForAll();
+    engine.reset();  // writes the trace
+  }
+};
+
+// Bug: the push from the static destructor touched the main thread's
+// destroyed thread_locals (ASan: heap-use-after-free; in Release, a double
+// free on another engine). Run in a child process that exits.
+TEST_P(ProfilerTest, PushFromStaticDestructorAtExitIsRecorded) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // The child re-runs this test from the start: it keeps the parent's path.
+  const std::string var =
+      std::string("DEPENGINE_PROFILER_TEST_EXIT_TRACE_") + EngineKindName(GetParam());
+  setenv(var.c_str(), TempPath(std::string("exit_") + EngineKindName(GetParam()) + ".json").c_str(),
+         /*overwrite=*/0);
+  const std::string path = std::getenv(var.c_str());
+  std::remove(path.c_str());
+  EXPECT_EXIT(
+      {
+        static PushesAtExit holder(GetParam(), path);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  std::set<std::string> names;
+  const json trace = ReadJson(path);
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "X") names.insert(ev["name"].get<std::string>());
+  }
+  EXPECT_TRUE(names.count("in_main"));
+  EXPECT_TRUE(names.count("at_exit"));
+  std::remove(path.c_str());
+}
+
+// Bug: the outputs are small, so /dev/full's ENOSPC only shows when the file
+// is flushed or closed, after the stream state was checked (DumpProfile),
+// or never checked at all (DumpProfileStats' JSON, DumpDependencyGraph).
+TEST_P(ProfilerTest, DumpsRaiseWhenTheFileCannotBeWritten) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  RunSeedProgram(*e);
+  EXPECT_THROW(DumpProfile(*e, "/dev/full"), std::runtime_error);
+  std::ostringstream table;
+  EXPECT_THROW(DumpProfileStats(*e, table, "/dev/full"), std::runtime_error);
+  EXPECT_THROW(DumpDependencyGraph(*e, "/dev/full"), std::runtime_error);
+  try {
+    DumpProfile(*e, "/dev/full");
+  } catch (const std::runtime_error& error) {
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("/dev/full"));
+  }
+}
+
+// The trace written at destruction (DEPENGINE_PROFILE) cannot throw: it
+// reports the failure on stderr.
+TEST(ProfilerEnv, ProfilePathThatCannotBeWrittenIsReportedAtDestruction) {
+  EngineOptions o;
+  o.profile_path = "/dev/full";
+  auto e = CreateEngine(o);
+  RunSeedProgram(*e);
+  ::testing::internal::CaptureStderr();
+  e.reset();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, ::testing::HasSubstr("DEPENGINE_PROFILE"));
+  EXPECT_THAT(err, ::testing::HasSubstr("/dev/full"));
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Bug: the record's seq, which orders the graph, was taken before the push
+// locked its vars, so with several pushers it could disagree with the order
+// the engine queued the functions on a var (WAW edges pointing from a
+// function to one that ran before it). Every function here writes one
+// shared var, so the engine runs them one at a time in queue order, and the
+// graph's WAW chain must be exactly the order they ran in.
+TEST_P(ProfilerTest, GraphFollowsQueueOrderWithSeveralPushers) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  constexpr int kThreads = 4, kPerThread = 1000, kExtraReads = 200;
+  VarHandle shared = e->NewVariable();
+  std::vector<std::string> names(kThreads * kPerThread);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    char name[32];  // not "w" + to_string: GCC 12 warns (-Wrestrict) on it here, wrongly
+    std::snprintf(name, sizeof name, "w%zu", i);
+    names[i] = name;
+  }
+  std::vector<int> ran_at(names.size(), -1);  // written under `shared`'s write access
+  int next_run = 0;
+  // Half of the pushers also read private vars (the several-var path, and a
+  // wider window between the record and the queueing); the others push
+  // one-var functions.
+  std::vector<std::vector<VarHandle>> reads(kThreads);
+  for (int t = 0; t < kThreads; t += 2) {
+    for (int i = 0; i < kExtraReads; ++i) reads[t].push_back(e->NewVariable());
+  }
+  std::vector<std::thread> pushers;
+  for (int t = 0; t < kThreads; ++t) {
+    pushers.emplace_back([&, t] {
+      for (int k = 0; k < kPerThread; ++k) {
+        const int id = t * kPerThread + k;
+        e->PushSync([&, id](RunContext) { ran_at[id] = next_run++; }, Context::CPU(), reads[t],
+                    {shared}, FnProperty::kNormal, 0, names[id].c_str());
+      }
+    });
+  }
+  for (std::thread& t : pushers) t.join();
+  e->WaitForAll();
+  const std::string path = TempPath("graph_mt.dot");
+  DumpDependencyGraph(*e, path);
+  const std::string dot = ReadFile(path);
+  std::map<std::string, int> node_to_id;
+  const std::regex node_re(R"re(\s(f\d+) \[label="w(\d+)\\n)re");
+  for (std::sregex_iterator it(dot.begin(), dot.end(), node_re), end; it != end; ++it) {
+    node_to_id[(*it)[1]] = std::stoi((*it)[2]);
+  }
+  ASSERT_EQ(node_to_id.size(), names.size());
+  const std::regex edge_re(R"re((f\d+) -> (f\d+) \[label="v\d+ (\w+)")re");
+  int edges = 0, out_of_order = 0;
+  for (std::sregex_iterator it(dot.begin(), dot.end(), edge_re), end; it != end; ++it) {
+    ++edges;
+    EXPECT_EQ((*it)[3], "WAW");  // the private vars are only read
+    const int from = node_to_id.at((*it)[1]), to = node_to_id.at((*it)[2]);
+    if (ran_at[to] != ran_at[from] + 1) ++out_of_order;
+  }
+  EXPECT_EQ(edges, static_cast<int>(names.size()) - 1);
+  EXPECT_EQ(out_of_order, 0) << "WAW edges that do not go from a function to the next one run";
+  for (const auto& r : reads) {
+    for (VarHandle v : r) e->DeleteVariable({}, Context::CPU(), v);
+  }
+  e->DeleteVariable({}, Context::CPU(), shared);
+  e->WaitForAll();
+  std::remove(path.c_str());
+}
+
+// Bug: a flow arrow was drawn from every function that granted a slot, not
+// only from the one whose grant made the function ready. "first" writes a
+// and finishes first, "last" writes b and finishes last; F reads both, so
+// only "last" released F's last dependency.
+TEST_P(ProfilerTest, FlowOnlyFromTheCompletionThatMadeTheFunctionReady) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle a = e->NewVariable(), b = e->NewVariable();
+  std::promise<CallbackOnComplete> first_cb, last_cb;
+  e->PushAsync([&](RunContext, CallbackOnComplete cb) { first_cb.set_value(cb); }, Context::CPU(),
+               {}, {a}, FnProperty::kNormal, 0, "first");
+  e->PushAsync([&](RunContext, CallbackOnComplete cb) { last_cb.set_value(cb); }, Context::CPU(),
+               {}, {b}, FnProperty::kNormal, 0, "last");
+  e->PushSync([](RunContext) {}, Context::CPU(), {a, b}, {}, FnProperty::kNormal, 0, "F");
+  CallbackOnComplete finish_first = first_cb.get_future().get();
+  CallbackOnComplete finish_last = last_cb.get_future().get();
+  finish_first();
+  finish_last();
+  e->WaitForAll();
+  const std::string path = TempPath("flows.json");
+  DumpProfile(*e, path);
+  const json trace = ReadJson(path);
+  std::map<std::string, json> fn;
+  std::vector<std::string> flow_vars;
+  int flow_ends = 0;
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "X") fn[ev["name"]] = ev;
+    if (ev["ph"] == "s") flow_vars.push_back(ev["args"]["var"]);
+    if (ev["ph"] == "f") ++flow_ends;
+  }
+  ASSERT_TRUE(fn.count("first") && fn.count("last") && fn.count("F"));
+  EXPECT_EQ(flow_vars,
+            std::vector<std::string>{fn["last"]["args"]["writes"][0].get<std::string>()});
+  EXPECT_EQ(flow_ends, 1);
+  for (VarHandle v : {a, b}) e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(path.c_str());
+}
+
+// Strict UTF-8 (RFC 3629: no overlong forms, no surrogates, at most
+// U+10FFFF).
+bool ValidUtf8(const std::string& s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int n = 0;
+    std::uint32_t cp = 0, min = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      n = 1, cp = c & 0x1f, min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+      n = 2, cp = c & 0x0f, min = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+      n = 3, cp = c & 0x07, min = 0x10000;
+    } else {
+      return false;
+    }
+    if (i + static_cast<std::size_t>(n) >= s.size()) return false;
+    for (int k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]);
+      if ((d & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += static_cast<std::size_t>(n) + 1;
+  }
+  return true;
+}
+
+// Bug: names were copied into the JSON byte for byte, so a name that is not
+// valid UTF-8 made the trace and the stats JSON invalid. Invalid bytes now
+// become U+FFFD; valid multi-byte characters are kept.
+TEST_P(ProfilerTest, NamesThatAreNotUtf8StillGiveValidJson) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  const char* names[] = {"caf\xe9",      "na\xc3\xafve",    "cut\xe2\x82",
+                         "over\xc0\xaf", "sur\xed\xa0\x80", "\xf0\x9f\x98\x80"};
+  for (const char* name : names) {
+    e->PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kNormal, 0, name);
+  }
+  e->WaitForAll();
+  const std::string trace_path = TempPath("utf8.json"), stats_path = TempPath("utf8_stats.json");
+  DumpProfile(*e, trace_path);
+  std::ostringstream table;
+  DumpProfileStats(*e, table, stats_path);
+  const std::string expected[] = {
+      "caf\uFFFD", "na\u00efve", "cut\uFFFD", "over\uFFFD\uFFFD", "sur\uFFFD\uFFFD\uFFFD",
+      "\U0001F600"};
+  const std::set<std::string> want(std::begin(expected), std::end(expected));
+  for (const std::string& path : {trace_path, stats_path}) {
+    const std::string text = ReadFile(path);
+    EXPECT_TRUE(ValidUtf8(text)) << path;
+    json doc;
+    ASSERT_NO_THROW(doc = json::parse(text)) << path;
+    std::set<std::string> got;
+    if (path == trace_path) {
+      for (const json& ev : doc["traceEvents"]) {
+        if (ev["ph"] == "X") got.insert(ev["name"].get<std::string>());
+      }
+    } else {
+      for (const json& f : doc["functions"]) got.insert(f["name"].get<std::string>());
+    }
+    EXPECT_EQ(got, want) << path;
+  }
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(trace_path.c_str());
+  std::remove(stats_path.c_str());
+}
+
+// Bug: DumpProfileStats left std::fixed and setprecision(3) on the caller's
+// stream.
+TEST_P(ProfilerTest, StatsLeaveTheCallersStreamFormatAlone) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  RunSeedProgram(*e);
+  std::ostringstream table;
+  table << std::hex << std::showbase << std::setprecision(9);
+  const std::ios_base::fmtflags flags = table.flags();
+  DumpProfileStats(*e, table);
+  EXPECT_EQ(table.flags(), flags);
+  EXPECT_EQ(table.precision(), 9);
+  std::ostringstream plain;
+  DumpProfileStats(*e, plain);
+  plain.str("");
+  plain << 0.5;
+  EXPECT_EQ(plain.str(), "0.5");
+}
+
+// The queue depth a function records: the profiled functions waiting in its
+// pool's queue when it started (every waiting function while the whole
+// engine is profiled). Bug: the priority heap's functions were counted
+// whether profiled or not, the FIFO's only when profiled.
+TEST_P(ProfilerTest, QueueDepthCountsTheProfiledFunctionsWaiting) {
+  if (GetParam() == EngineKind::kNaive) GTEST_SKIP() << "the naive engine has no queue";
+  for (const bool profile_all : {false, true}) {
+    SCOPED_TRACE(profile_all ? "every push profiled" : "one push profiled");
+    EngineOptions o;
+    o.kind = GetParam();
+    o.cpu_worker_threads = 1;
+    auto e = CreateEngine(o);
+    if (profile_all) SetProfiling(*e, true);
+    // Holds the only worker while the others are queued.
+    std::promise<void> started, open;
+    std::shared_future<void> opened = open.get_future().share();
+    e->PushSync(
+        [&](RunContext) {
+          started.set_value();
+          opened.wait();
+        },
+        Context::CPU(), {}, {}, FnProperty::kNormal, 0, "blocker");
+    started.get_future().wait();
+    // Runs first (highest priority); behind it wait 5 functions in the heap
+    // and 5 in the FIFO, profiled only when profile_all.
+    OprHandle probe = e->NewOperator([](RunContext, CallbackOnComplete cb) { cb(); }, {}, {},
+                                     FnProperty::kNormal, "probe");
+    e->Push(probe, Context::CPU(), 10, /*profiling=*/true);
+    for (int i = 0; i < 5; ++i) {
+      e->PushSync([](RunContext) {}, Context::CPU(), {}, {}, FnProperty::kNormal, 5, "heap");
+      e->PushSync([](RunContext) {}, Context::CPU(), {}, {}, FnProperty::kNormal, 0, "fifo");
+    }
+    open.set_value();
+    e->WaitForAll();
+    const std::string path = TempPath("depth.json");
+    DumpProfile(*e, path);
+    const json trace = ReadJson(path);
+    double probe_start = -1;
+    for (const json& ev : trace["traceEvents"]) {
+      if (ev["ph"] == "X" && ev["name"] == "probe") probe_start = ev["ts"];
+    }
+    ASSERT_GE(probe_start, 0);
+    int depth = -1;
+    for (const json& ev : trace["traceEvents"]) {
+      if (ev["ph"] == "C" && ev["name"].get<std::string>().starts_with("queue depth") &&
+          ev["ts"] == probe_start) {
+        depth = ev["args"]["depth"];
+      }
+    }
+    EXPECT_EQ(depth, profile_all ? 10 : 0);
+    e->DeleteOperator(probe);
+    e->WaitForAll();
+    std::remove(path.c_str());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllEngines, ProfilerTest,
