@@ -1,0 +1,130 @@
+// The engine's hooks for the operator layer (src/engine/internal_hooks.h):
+// RunningFunctionId.
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "engine/internal_hooks.h"
+#include "engine_fixture.h"
+
+namespace depengine::test {
+namespace {
+
+using internal::RunningFunctionId;
+
+class EngineHooksTest : public EngineTest {};
+
+TEST_P(EngineHooksTest, RunningFunctionIdIsZeroOutsideFunctions) {
+  EXPECT_EQ(RunningFunctionId(), 0u);
+  VarHandle v = engine().NewVariable();
+  engine().PushSync([](RunContext) {}, Context::CPU(), {}, {v});
+  engine().WaitForVar(v);
+  EXPECT_EQ(RunningFunctionId(), 0u);  // not left over from a function run inline
+  engine().DeleteVariable({}, Context::CPU(), v);
+  engine().WaitForAll();
+}
+
+// Stable within one execution, fresh for every execution: one-shot pushes,
+// an async body, and a prebuilt operator pushed several times.
+TEST_P(EngineHooksTest, RunningFunctionIdIsOnePerExecution) {
+  constexpr int kRuns = 8;
+  VarHandle v = engine().NewVariable();
+  std::vector<std::uint64_t> ids;  // written by functions serialized on v
+  bool stable = true;
+  auto record = [&] {
+    const std::uint64_t first = RunningFunctionId();
+    const std::uint64_t again = RunningFunctionId();
+    stable = stable && first == again;
+    ids.push_back(first);
+  };
+  for (int i = 0; i < kRuns; ++i) {
+    engine().PushSync([&](RunContext) { record(); }, Context::CPU(), {}, {v});
+    engine().PushAsync(
+        [&](RunContext, CallbackOnComplete done) {
+          record();
+          done();
+        },
+        Context::CPU(), {}, {v});
+  }
+  OprHandle op = engine().NewOperator(
+      [&](RunContext, CallbackOnComplete done) {
+        record();
+        done();
+      },
+      {}, {v});
+  for (int i = 0; i < kRuns; ++i) engine().Push(op, Context::CPU());
+  engine().WaitForVar(v);
+  EXPECT_TRUE(stable);
+  ASSERT_EQ(ids.size(), 3u * kRuns);
+  const std::set<std::uint64_t> distinct(ids.begin(), ids.end());
+  EXPECT_EQ(distinct.size(), ids.size());
+  EXPECT_EQ(distinct.count(0), 0u);
+  engine().DeleteOperator(op);
+  engine().DeleteVariable({}, Context::CPU(), v);
+  engine().WaitForAll();
+}
+
+// Functions on several workers at once, each on its own var: no two
+// executions share an id.
+TEST_P(EngineHooksTest, RunningFunctionIdIsUniqueAcrossThreads) {
+  constexpr int kVars = 8;
+  constexpr int kPerVar = 200;
+  std::mutex mu;
+  std::vector<std::uint64_t> ids;
+  std::vector<VarHandle> vars;
+  for (int i = 0; i < kVars; ++i) vars.push_back(engine().NewVariable());
+  for (int k = 0; k < kPerVar; ++k) {
+    for (VarHandle v : vars) {
+      engine().PushSync(
+          [&](RunContext) {
+            const std::uint64_t id = RunningFunctionId();
+            std::lock_guard<std::mutex> lock(mu);
+            ids.push_back(id);
+          },
+          Context::CPU(), {}, {v});
+    }
+  }
+  engine().WaitForAll();
+  ASSERT_EQ(ids.size(), static_cast<std::size_t>(kVars * kPerVar));
+  const std::set<std::uint64_t> distinct(ids.begin(), ids.end());
+  EXPECT_EQ(distinct.size(), ids.size());
+  EXPECT_EQ(distinct.count(0), 0u);
+  for (VarHandle v : vars) engine().DeleteVariable({}, Context::CPU(), v);
+  engine().WaitForAll();
+}
+
+// A function of another engine run inline inside a body (a naive engine
+// runs what the body pushes on the body's thread) has its own id, and the
+// outer body gets its own back afterwards.
+TEST_P(EngineHooksTest, RunningFunctionIdSurvivesANestedFunction) {
+  EngineOptions naive_options;
+  naive_options.kind = EngineKind::kNaive;
+  std::unique_ptr<Engine> naive = CreateEngine(naive_options);
+  VarHandle inner_var = naive->NewVariable();
+  VarHandle v = engine().NewVariable();
+  std::uint64_t before = 0, inner = 0, after = 0;
+  engine().PushSync(
+      [&](RunContext) {
+        before = RunningFunctionId();
+        naive->PushSync([&](RunContext) { inner = RunningFunctionId(); }, Context::CPU(), {},
+                        {inner_var});
+        after = RunningFunctionId();
+      },
+      Context::CPU(), {}, {v});
+  engine().WaitForVar(v);
+  naive->WaitForVar(inner_var);
+  EXPECT_NE(before, 0u);
+  EXPECT_NE(inner, 0u);
+  EXPECT_NE(inner, before);
+  EXPECT_EQ(after, before);
+  naive->DeleteVariable({}, Context::CPU(), inner_var);
+  naive->WaitForAll();
+  engine().DeleteVariable({}, Context::CPU(), v);
+  engine().WaitForAll();
+}
+
+DEPENGINE_INSTANTIATE_ALL_ENGINES(EngineHooksTest);
+
+}  // namespace
+}  // namespace depengine::test
