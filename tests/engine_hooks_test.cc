@@ -1,8 +1,9 @@
 // The engine's hooks for the operator layer (src/engine/internal_hooks.h):
-// RunningFunctionId.
+// RunningFunctionId and MarkScratchVar.
 #include <cstdint>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <vector>
 
 #include "engine/internal_hooks.h"
@@ -122,6 +123,49 @@ TEST_P(EngineHooksTest, RunningFunctionIdSurvivesANestedFunction) {
   naive->WaitForAll();
   engine().DeleteVariable({}, Context::CPU(), v);
   engine().WaitForAll();
+}
+
+// A scratch var is never marked failed: neither by a function that throws
+// while writing it nor by one skipped for a failed input. The failure still
+// reaches the other written vars, and WaitForAll when nobody waited for it.
+TEST_P(EngineHooksTest, ScratchVarIsNotFailedByItsWriters) {
+  VarHandle scratch = engine().NewVariable();
+  VarHandle out = engine().NewVariable();
+  VarHandle downstream = engine().NewVariable();
+  internal::MarkScratchVar(&engine(), scratch);
+  engine().PushSync([](RunContext) { throw std::domain_error("first"); }, Context::CPU(), {},
+                    {scratch, out});
+  // Skipped (reads the failed `out`): passes the failure on, not to scratch.
+  engine().PushSync([](RunContext) {}, Context::CPU(), {out}, {scratch, downstream});
+  int later_runs = 0;
+  engine().PushSync([&](RunContext) { ++later_runs; }, Context::CPU(), {}, {scratch});
+  EXPECT_NO_THROW(engine().WaitForVar(scratch));
+  EXPECT_EQ(later_runs, 1);
+  // Nobody waited for `out` or `downstream`: WaitForAll reports it.
+  EXPECT_THROW(engine().WaitForAll(), std::domain_error);
+  // Delivered on the written vars, and the scratch var's users still run.
+  engine().PushSync([](RunContext) { throw std::domain_error("second"); }, Context::CPU(), {},
+                    {scratch, out});
+  engine().PushSync([](RunContext) {}, Context::CPU(), {out}, {scratch, downstream});
+  engine().PushSync([&](RunContext) { ++later_runs; }, Context::CPU(), {}, {scratch});
+  EXPECT_THROW(engine().WaitForVar(downstream), std::domain_error);
+  EXPECT_NO_THROW(engine().WaitForVar(scratch));
+  EXPECT_EQ(later_runs, 2);
+  EXPECT_THROW(engine().WaitForVar(out), std::domain_error);
+  EXPECT_NO_THROW(engine().WaitForAll());  // delivered already
+  for (VarHandle v : {scratch, out, downstream}) engine().DeleteVariable({}, Context::CPU(), v);
+  engine().WaitForAll();
+}
+
+TEST_P(EngineHooksTest, MarkScratchVarRejectsBadVars) {
+  EXPECT_THROW(internal::MarkScratchVar(&engine(), nullptr), std::invalid_argument);
+  EngineOptions other_options;
+  other_options.kind = EngineKind::kNaive;
+  std::unique_ptr<Engine> other = CreateEngine(other_options);
+  VarHandle foreign = other->NewVariable();
+  EXPECT_THROW(internal::MarkScratchVar(&engine(), foreign), std::invalid_argument);
+  other->DeleteVariable({}, Context::CPU(), foreign);
+  other->WaitForAll();
 }
 
 DEPENGINE_INSTANTIATE_ALL_ENGINES(EngineHooksTest);

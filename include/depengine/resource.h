@@ -68,7 +68,9 @@ struct ResourceState;  // the generator or buffer behind a Resource
 struct Resource {
   ResourceRequest req{ResourceRequest::kTempSpace};
   // The var guarding the resource: list it among the written vars of every
-  // function that uses the resource.
+  // function that uses the resource. It guards state, not a result: a
+  // function that fails does not mark it failed (the failure reaches the
+  // function's other outputs), so later users of the resource still run.
   VarHandle var = nullptr;
   // Which copy of the resource this is, on its device.
   std::int32_t id = 0;

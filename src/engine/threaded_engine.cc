@@ -133,6 +133,8 @@ class RunningScope {
   std::uint64_t saved_function_id_ = 0;  // set only when nested
 };
 
+const FailurePtr kNoFailure;  // constant-initialized: an empty shared_ptr
+
 std::string Named(const char* call, const std::string& what) {
   return std::string(call) + ": " + what;
 }
@@ -278,6 +280,17 @@ ThreadedEngine::~ThreadedEngine() {
 }
 
 std::uint64_t RunningFunctionId() { return tls_running_engine != nullptr ? tls_function_id : 0; }
+
+void MarkScratchVar(Engine* engine, VarHandle var) {
+  auto* e = dynamic_cast<ThreadedEngine*>(engine);
+  if (e == nullptr) return;  // not an engine of ours: it has its own failure model
+  e->MarkScratch(var);
+}
+
+void ThreadedEngine::MarkScratch(VarHandle var) {
+  CheckVar(var, "MarkScratchVar");
+  var->scratch.store(true, std::memory_order_relaxed);
+}
 
 // ---------------------------------------------------------------- checks
 
@@ -987,10 +1000,14 @@ void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
       if (!s.write()) {
         s.var->CompleteRead(&granted);
       } else {
-        if (failure) failed_var_count_.fetch_add(1, std::memory_order_release);
-        if (s.var->CompleteWrite(failure, &granted)) {
+        // A scratch var (a resource) guards state, not a result: a failure
+        // is not recorded on it, or every later user would be skipped. The
+        // flag is read only on the failure path.
+        const bool fail_var = failure && !s.var->scratch.load(std::memory_order_relaxed);
+        if (fail_var) failed_var_count_.fetch_add(1, std::memory_order_release);
+        if (s.var->CompleteWrite(fail_var ? failure : kNoFailure, &granted)) {
           newly_failed.push_back(s.var);
-        } else if (failure) {
+        } else if (fail_var) {
           failed_var_count_.fetch_sub(1, std::memory_order_release);
         }
       }

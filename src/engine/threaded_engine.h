@@ -76,6 +76,9 @@ class ThreadedEngine : public Engine {
  public:
   // The profiler behind include/depengine/profiler.h.
   Profiler& profiler() { return *profiler_; }
+  // internal::MarkScratchVar (engine/internal_hooks.h) for this engine.
+  void MarkScratch(VarHandle var);
+
   void SetProfileAll(bool on) { profile_all_.store(on, std::memory_order_relaxed); }
   bool ProfileAll() const { return profile_all_.load(std::memory_order_relaxed); }
 

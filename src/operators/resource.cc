@@ -172,6 +172,8 @@ Resource ResourceManager::Request(Context ctx, const ResourceRequest& req) {
       r.id = id;
       r.ptr_ = new internal::ResourceState();
       r.var = engine_->NewVariable();
+      // A failing user must not fail the resource for every later user.
+      internal::MarkScratchVar(engine_, r.var);
       return r;
     };
     d.random = make(ResourceRequest::kRandom, 0);

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "op_harness.h"
@@ -95,6 +96,16 @@ void TempSpaces(const TBlob& src, const EnvArguments& env, TBlob* ret, OpReqType
     Assign(ret->dptr<float>()[i], req, src.dptr<float>()[i] * 0 + p[0][i] + p[1][i] + p[2][i]);
 }
 
+// test_fail_negative: throws on a negative input, else draws noise; uses
+// both kinds of resource.
+void FailNegative(const TBlob& src, const EnvArguments& env, TBlob* ret, OpReqType, RunContext) {
+  for (std::size_t i = 0; i < src.Size(); ++i) {
+    if (src.dptr<float>()[i] < 0) throw std::domain_error("test_fail_negative: negative input");
+  }
+  env.resource[1].get_space_bytes(ret->Size() * sizeof(float));
+  env.resource[0].get_random()->SampleUniform(ret->dptr<float>(), ret->Size(), 0.f, 1.f);
+}
+
 DEPENGINE_REGISTER_SIMPLE_OP(test_row_sum)
     .set_shape_function(RowSumShape)
     .set_function(DeviceType::kCPU, RowSum)
@@ -108,6 +119,10 @@ DEPENGINE_REGISTER_SIMPLE_OP(test_noise)
     .set_function(DeviceType::kCPU, Noise)
     .set_resource_request({ResourceRequest::kRandom, ResourceRequest::kTempSpace})
     .describe("x + U[0,1)");
+DEPENGINE_REGISTER_SIMPLE_OP(test_fail_negative)
+    .set_function(DeviceType::kCPU, FailNegative)
+    .set_resource_request({ResourceRequest::kRandom, ResourceRequest::kTempSpace})
+    .describe("fails on negative input");
 DEPENGINE_REGISTER_SIMPLE_OP(test_temp_spaces)
     .set_function(DeviceType::kCPU, TempSpaces)
     .set_resource_request(ResourceRequest::kTempSpace)
@@ -208,6 +223,32 @@ TEST_P(SimpleOpTest, TempSpaceCallsOfOneFunctionDoNotOverlap) {
   // The second function found one buffer large enough for all three
   // pieces; the third reuses exactly the same memory.
   for (int k = 0; k < 3; ++k) EXPECT_EQ(temp_space_uses[2].begin[k], temp_space_uses[1].begin[k]);
+}
+
+// A failing operator that uses resources fails its output, not the
+// resources: later, unrelated users of the generator and the temporary
+// space run normally (without a WaitForAll in between).
+TEST_P(SimpleOpTest, FailureDoesNotPoisonResources) {
+  NDArray bad = Make({-1, -1, -1, -1}, {4});
+  NDArray out =
+      SimpleOpRegistry::Get("test_fail_negative").Invoke({bad}, {.resources = resources()});
+  EXPECT_THROW(out.WaitToRead(), std::domain_error);
+  for (int i = 0; i < 2; ++i) {
+    NDArray r(TShape{4}, Context::CPU(), engine());
+    SampleUniform(0, 1, &r, resources());
+    EXPECT_NO_THROW(r.WaitToRead()) << "SampleUniform #" << i;
+    NDArray y = SimpleOpRegistry::Get("test_temp_spaces").Invoke({r}, {.resources = resources()});
+    std::vector<float> v;
+    EXPECT_NO_THROW(v = y.ToVector()) << "temporary space user #" << i;
+    EXPECT_EQ(v, std::vector<float>(4, 6.f));
+  }
+  // Again while the failure is still undelivered on the output.
+  NDArray out2 =
+      SimpleOpRegistry::Get("test_fail_negative").Invoke({bad}, {.resources = resources()});
+  NDArray r(TShape{4}, Context::CPU(), engine());
+  SampleUniform(0, 1, &r, resources());
+  EXPECT_NO_THROW(r.WaitToRead());
+  EXPECT_THROW(out2.WaitToRead(), std::domain_error);
 }
 
 TEST_P(SimpleOpTest, RegisteredOpIsAlsoAnOperator) {
