@@ -1,5 +1,6 @@
 // The engine's hooks for the operator layer (src/engine/internal_hooks.h):
-// RunningFunctionId and MarkScratchVar.
+// RunningFunctionId, MarkScratchVar, MayHaveFailedVars and
+// PushClearFailures.
 #include <cstdint>
 #include <mutex>
 #include <set>
@@ -166,6 +167,37 @@ TEST_P(EngineHooksTest, MarkScratchVarRejectsBadVars) {
   EXPECT_THROW(internal::MarkScratchVar(&engine(), foreign), std::invalid_argument);
   other->DeleteVariable({}, Context::CPU(), foreign);
   other->WaitForAll();
+}
+
+// PushClearFailures runs after the earlier users of its vars (never
+// skipped) and clears their failures for the later ones; the failure stays
+// in the engine's log, so WaitForAll reports it unless it was delivered.
+TEST_P(EngineHooksTest, PushClearFailuresClearsForLaterFunctions) {
+  VarHandle hidden = engine().NewVariable();
+  VarHandle seen = engine().NewVariable();
+  EXPECT_FALSE(internal::MayHaveFailedVars(&engine()));
+  int runs = 0;
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    engine().PushSync([](RunContext) { throw std::domain_error("hidden"); }, Context::CPU(), {},
+                      {hidden, seen});
+    internal::PushClearFailures(&engine(), Context::CPU(), {hidden});
+    engine().PushSync([&](RunContext) { ++runs; }, Context::CPU(), {}, {hidden});
+    EXPECT_NO_THROW(engine().WaitForVar(hidden));
+    EXPECT_EQ(runs, round + 1);
+    EXPECT_TRUE(internal::MayHaveFailedVars(&engine()));  // `seen` still holds it
+    if (round == 0) {
+      EXPECT_THROW(engine().WaitForAll(), std::domain_error);  // undelivered: reported
+    } else {
+      EXPECT_THROW(engine().WaitForVar(seen), std::domain_error);
+      EXPECT_NO_THROW(engine().WaitForAll());  // delivered through `seen`
+    }
+    EXPECT_FALSE(internal::MayHaveFailedVars(&engine()));
+  }
+  EXPECT_THROW(internal::PushClearFailures(&engine(), Context::CPU(), {nullptr}),
+               std::invalid_argument);
+  for (VarHandle v : {hidden, seen}) engine().DeleteVariable({}, Context::CPU(), v);
+  engine().WaitForAll();
 }
 
 DEPENGINE_INSTANTIATE_ALL_ENGINES(EngineHooksTest);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "depengine/engine.h"
 
@@ -26,5 +27,21 @@ std::uint64_t RunningFunctionId();
 // engine not built by CreateEngine; std::invalid_argument for a null,
 // deleted or foreign var.
 void MarkScratchVar(Engine* engine, VarHandle var);
+
+// Whether some var of `engine` may hold a failure (an upper bound: false
+// means none does). One atomic load; false for an engine not built by
+// CreateEngine.
+bool MayHaveFailedVars(Engine* engine);
+
+// Pushes a function on `ctx` that writes `vars`, is never skipped for a
+// failed var, and clears the failure of each of them when it runs: after
+// every earlier function that uses them, before every later one. What it
+// clears is neither delivered nor dropped from the engine's log, so
+// WaitForAll still rethrows a failure that no WaitForVar delivered. For
+// vars no caller can wait on (the operator layer's internal buffers), so
+// that a failure that was passed on to the arrays the user sees does not
+// also stay behind in them for ever. Validates like PushSync; no effect on
+// an engine not built by CreateEngine.
+void PushClearFailures(Engine* engine, Context ctx, const std::vector<VarHandle>& vars);
 
 }  // namespace depengine::internal

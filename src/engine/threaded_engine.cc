@@ -292,6 +292,27 @@ void ThreadedEngine::MarkScratch(VarHandle var) {
   var->scratch.store(true, std::memory_order_relaxed);
 }
 
+bool MayHaveFailedVars(Engine* engine) {
+  auto* e = dynamic_cast<ThreadedEngine*>(engine);
+  return e != nullptr && e->MayHaveFailedVars();
+}
+
+void PushClearFailures(Engine* engine, Context ctx, const std::vector<VarHandle>& vars) {
+  auto* e = dynamic_cast<ThreadedEngine*>(engine);
+  if (e != nullptr) e->PushClearFailures(ctx, vars);
+}
+
+void ThreadedEngine::PushClearFailures(Context ctx, const std::vector<VarHandle>& vars) {
+  // Runs holding the write of every var, so no writer can race the clear.
+  // The failures stay in failure_log_ (WaitForAll's rule) and keep their
+  // delivered flag.
+  SyncFn clear = [this, vars](RunContext) {
+    for (Var* v : vars) TakeFailure(v);
+  };
+  PushOneShot(&clear, nullptr, ctx, {}, vars, FnProperty::kNormal, 0, "ClearFailures",
+              OprKind::kClearFailures, "PushClearFailures");
+}
+
 // ---------------------------------------------------------------- checks
 
 bool ThreadedEngine::OnOwnThread() const { return RunningScope::Inside(this); }
