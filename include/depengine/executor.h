@@ -27,6 +27,18 @@
 //
 // Threading: an Executor is used by one thread at a time. Its arrays follow
 // NDArray's rules.
+//
+// Failures: an operator that fails (a bad label, ...) fails the arrays it
+// writes, and within that run every operator downstream of them is skipped
+// and passes the failure on, so it reaches outputs() and the gradients
+// (WaitToRead rethrows it there, and clears it from that array). Each
+// Forward starts a new run: the arrays the user cannot reach (planned
+// memory, head gradients, auxiliary states) do not keep an earlier run's
+// failure, so once the failure was collected from the arrays it reached, a
+// Forward / Backward with good inputs runs normally. A failure still held by
+// an array the user can reach (not yet collected) fails the operators that
+// write it in later runs too. Engine::WaitForAll reports, as always, a
+// failure that no WaitToRead delivered.
 #pragma once
 
 #include <cstddef>
@@ -142,7 +154,8 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   // Pushes every operator's Forward in order; is_train is passed to the
-  // operators (e.g. Dropout). Returns at once.
+  // operators (e.g. Dropout). Returns at once. Starts a new run (see
+  // Failures above).
   void Forward(bool is_train);
   // Pushes every Backward in reverse order. `head_grads`, when given, are
   // copied into the head gradients first (one per head); otherwise the head

@@ -68,7 +68,9 @@ struct ResourceState;  // the generator or buffer behind a Resource
 struct Resource {
   ResourceRequest req{ResourceRequest::kTempSpace};
   // The var guarding the resource: list it among the written vars of every
-  // function that uses the resource.
+  // function that uses the resource. It guards state, not a result: a
+  // function that fails does not mark it failed (the failure reaches the
+  // function's other outputs), so later users of the resource still run.
   VarHandle var = nullptr;
   // Which copy of the resource this is, on its device.
   std::int32_t id = 0;
@@ -77,10 +79,16 @@ struct Resource {
   // The generator. Requires req.type == kRandom (else std::logic_error).
   // `stream` is accepted for MXNet's signature and ignored on CPU.
   RandomGenerator* get_random(void* stream = nullptr) const;
-  // Temporary space for `shape` elements of `type`, valid until the
-  // function that called it finishes; contents unspecified. Grows the
-  // buffer when needed and keeps it for later calls. Requires
-  // req.type == kTempSpace (else std::logic_error).
+  // Temporary space for `shape` elements of `type`; contents unspecified.
+  // Call it from the body of a function that writes `var`: every call made
+  // during one execution of that body returns memory distinct from the
+  // earlier calls', and all of it stays valid until the function finishes.
+  // Later functions reuse it: the resource keeps one buffer, grown (to hold
+  // a whole function's requests) when a call does not fit. A call made
+  // outside any engine function's body counts as a new function each time:
+  // it invalidates what earlier such calls returned. Requires
+  // req.type == kTempSpace (else std::logic_error); std::bad_alloc when the
+  // memory cannot be had.
   TBlob get_space(const TShape& shape, int type = kFloat32, void* stream = nullptr) const;
   // Raw temporary space of `bytes` bytes, 64-byte aligned; as get_space.
   void* get_space_bytes(std::size_t bytes) const;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/object_pool.h"
+#include "engine/internal_hooks.h"
 #include "gpu/device.h"
 
 namespace depengine::internal {
@@ -72,18 +73,52 @@ thread_local const ThreadedEngine* tls_running_engine = nullptr;
 thread_local const ThreadedEngine* tls_completing_engine = nullptr;
 thread_local const RunningScope* tls_nested_top = nullptr;
 
+// RunningFunctionId (engine/internal_hooks.h): the id of the innermost
+// function this thread runs, meaningful while tls_running_engine is set
+// (a finished top-level scope leaves it stale rather than pay a store), and
+// the last id this thread handed out. An id is a block number, taken from
+// a process-wide counter when a thread starts and every 2^32 functions, in
+// the high half, and a per-thread count in the low half: unique across
+// threads and time, and one add, compare and store per function.
+thread_local std::uint64_t tls_function_id = 0;
+thread_local std::uint64_t tls_last_function_id = 0;
+std::atomic<std::uint64_t> next_function_id_block{0};  // relaxed: only uniqueness matters
+constexpr std::uint64_t kFunctionIdLowMask = (std::uint64_t{1} << 32) - 1;
+
+[[gnu::noinline]] std::uint64_t TakeFunctionIdBlock() {
+  return ((next_function_id_block.fetch_add(1, std::memory_order_relaxed) + 1) << 32) | 1;
+}
+
+std::uint64_t NextFunctionId() {
+  std::uint64_t id = tls_last_function_id + 1;
+  // Low half 1: this thread's first id (it held 0); 0: the block is used up.
+  if ((id & kFunctionIdLowMask) <= 1) [[unlikely]] {
+    id = TakeFunctionIdBlock();
+  }
+  tls_last_function_id = id;
+  return id;
+}
+
 class RunningScope {
  public:
+  // The hot path's cost for RunningFunctionId is NextFunctionId and the
+  // store of tls_function_id (TLS only); a nested scope also saves and
+  // restores the outer function's id.
   explicit RunningScope(const ThreadedEngine* e) : saved_(tls_running_engine) {
     tls_running_engine = e;
     if (saved_ != nullptr) [[unlikely]] {
       outer_ = tls_nested_top;
       tls_nested_top = this;
+      saved_function_id_ = tls_function_id;
     }
+    tls_function_id = NextFunctionId();
   }
   ~RunningScope() {
     tls_running_engine = saved_;
-    if (saved_ != nullptr) [[unlikely]] tls_nested_top = outer_;
+    if (saved_ != nullptr) [[unlikely]] {
+      tls_nested_top = outer_;
+      tls_function_id = saved_function_id_;
+    }
   }
   RunningScope(const RunningScope&) = delete;
   RunningScope& operator=(const RunningScope&) = delete;
@@ -101,7 +136,10 @@ class RunningScope {
  private:
   const ThreadedEngine* saved_;
   const RunningScope* outer_ = nullptr;  // set only when nested
+  std::uint64_t saved_function_id_ = 0;  // set only when nested
 };
+
+const FailurePtr kNoFailure;  // constant-initialized: an empty shared_ptr
 
 std::string Named(const char* call, const std::string& what) {
   return std::string(call) + ": " + what;
@@ -247,6 +285,40 @@ ThreadedEngine::~ThreadedEngine() {
   }
   dead_vars_.Release([](Var* v) { VarPool::Free(v); });
   dead_oprs_.Release([](Opr* op) { OprPool::Free(op); });
+}
+
+std::uint64_t RunningFunctionId() { return tls_running_engine != nullptr ? tls_function_id : 0; }
+
+void MarkScratchVar(Engine* engine, VarHandle var) {
+  auto* e = dynamic_cast<ThreadedEngine*>(engine);
+  if (e == nullptr) return;  // not an engine of ours: it has its own failure model
+  e->MarkScratch(var);
+}
+
+void ThreadedEngine::MarkScratch(VarHandle var) {
+  CheckVar(var, "MarkScratchVar");
+  var->scratch.store(true, std::memory_order_relaxed);
+}
+
+bool MayHaveFailedVars(Engine* engine) {
+  auto* e = dynamic_cast<ThreadedEngine*>(engine);
+  return e != nullptr && e->MayHaveFailedVars();
+}
+
+void PushClearFailures(Engine* engine, Context ctx, const std::vector<VarHandle>& vars) {
+  auto* e = dynamic_cast<ThreadedEngine*>(engine);
+  if (e != nullptr) e->PushClearFailures(ctx, vars);
+}
+
+void ThreadedEngine::PushClearFailures(Context ctx, const std::vector<VarHandle>& vars) {
+  // Runs holding the write of every var, so no writer can race the clear.
+  // The failures stay in failure_log_ (WaitForAll's rule) and keep their
+  // delivered flag.
+  SyncFn clear = [this, vars](RunContext) {
+    for (Var* v : vars) TakeFailure(v);
+  };
+  PushOneShot(&clear, nullptr, ctx, {}, vars, FnProperty::kNormal, 0, "ClearFailures",
+              OprKind::kClearFailures, "PushClearFailures");
 }
 
 // ---------------------------------------------------------------- checks
@@ -997,10 +1069,14 @@ void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
       if (!s.write()) {
         s.var->CompleteRead(&granted);
       } else {
-        if (failure) failed_var_count_.fetch_add(1, std::memory_order_release);
-        if (s.var->CompleteWrite(failure, &granted)) {
+        // A scratch var (a resource) guards state, not a result: a failure
+        // is not recorded on it, or every later user would be skipped. The
+        // flag is read only on the failure path.
+        const bool fail_var = failure && !s.var->scratch.load(std::memory_order_relaxed);
+        if (fail_var) failed_var_count_.fetch_add(1, std::memory_order_release);
+        if (s.var->CompleteWrite(fail_var ? failure : kNoFailure, &granted)) {
           newly_failed.push_back(s.var);
-        } else if (failure) {
+        } else if (fail_var) {
           failed_var_count_.fetch_sub(1, std::memory_order_release);
         }
       }

@@ -77,6 +77,12 @@ class ThreadedEngine : public Engine {
  public:
   // The profiler behind include/depengine/profiler.h.
   Profiler& profiler() { return *profiler_; }
+  // internal::MarkScratchVar (engine/internal_hooks.h) for this engine.
+  void MarkScratch(VarHandle var);
+  // internal::MayHaveFailedVars / PushClearFailures for this engine.
+  bool MayHaveFailedVars() const { return failed_var_count_.load(std::memory_order_acquire) > 0; }
+  void PushClearFailures(Context ctx, const std::vector<VarHandle>& vars);
+
   void SetProfileAll(bool on) { profile_all_.store(on, std::memory_order_relaxed); }
   bool ProfileAll() const { return profile_all_.load(std::memory_order_relaxed); }
 

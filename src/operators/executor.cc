@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/internal_hooks.h"
 #include "operators/engine_util.h"
 
 namespace depengine {
@@ -71,6 +72,10 @@ struct Executor::Impl {
     OprHandle bwd = nullptr;
   };
   std::vector<Run> runs;  // per node
+  // Vars of the arrays the user cannot reach (planned memory, head
+  // gradients, auxiliary states, gradients of unused outputs): a failure
+  // in them is cleared at the start of the next Forward (see Forward).
+  std::vector<VarHandle> internal_vars;
 
   int Entry(NodeEntry e) const { return entry_base[static_cast<std::size_t>(e.node)] + e.index; }
   int NumOutputs(int n) const { return nodes[n].op ? nodes[n].op->NumOutputs() : 1; }
@@ -96,6 +101,9 @@ struct Executor::Impl {
   void Allocate(const ExecutorOptions& o, std::map<std::string, NDArray>* args,
                 std::map<std::string, NDArray>* grads, std::vector<NDArray>* outputs);
   void PrepareRuns(const ExecutorOptions& o);
+  void CollectInternalVars(const std::vector<NDArray>& outputs,
+                           const std::map<std::string, NDArray>& args,
+                           const std::map<std::string, NDArray>& grads);
   OprHandle BuildForward(int n, bool is_train);
   OprHandle BuildBackward(int n);
 };
@@ -505,6 +513,25 @@ void Executor::Impl::PrepareRuns(const ExecutorOptions& o) {
   }
 }
 
+void Executor::Impl::CollectInternalVars(const std::vector<NDArray>& outputs,
+                                         const std::map<std::string, NDArray>& args,
+                                         const std::map<std::string, NDArray>& grads) {
+  std::set<VarHandle> visible, internal;
+  for (const NDArray& a : outputs) visible.insert(a.var());
+  for (const auto& [name, a] : args) visible.insert(a.var());
+  for (const auto& [name, a] : grads) visible.insert(a.var());
+  auto add = [&](const NDArray& a) {
+    if (!a.is_none() && !visible.count(a.var())) internal.insert(a.var());
+  };
+  for (const NDArray& a : value) add(a);
+  for (const NDArray& a : grad) add(a);
+  for (const NDArray& a : head_grads) add(a);
+  for (const Run& r : runs) {
+    for (const NDArray& a : r.aux) add(a);
+  }
+  internal_vars.assign(internal.begin(), internal.end());
+}
+
 OprHandle Executor::Impl::BuildForward(int n, bool is_train) {
   const Graph::Node& node = nodes[n];
   Run& r = runs[n];
@@ -660,6 +687,7 @@ Executor::Executor(const Graph& graph, const std::vector<NodeEntry>& heads,
   m.Plan(o, &stats_);
   m.Allocate(o, &args_, &grads_, &outputs_);
   m.PrepareRuns(o);
+  m.CollectInternalVars(outputs_, args_, grads_);
 }
 
 Executor::~Executor() {
@@ -674,6 +702,17 @@ Executor::~Executor() {
 
 void Executor::Forward(bool is_train) {
   Impl& m = *impl_;
+  // A new run. A failure of an earlier run stays in the internal arrays
+  // (the user cannot wait on them to clear it) and would make every later
+  // run be skipped. So when some var may hold a failure (one load; never
+  // in a run without failures), clear the internal vars first, after every
+  // earlier use of them: every function of the earlier runs that reads them
+  // has passed their failure on by then (to the arrays the user sees, or,
+  // for a dead end, it is left to WaitForAll, which still reports it). The
+  // arrays the user sees keep theirs until delivered.
+  if (!m.internal_vars.empty() && internal::MayHaveFailedVars(m.engine)) {
+    internal::PushClearFailures(m.engine, m.ctx, m.internal_vars);
+  }
   for (int n = 0; n < static_cast<int>(m.nodes.size()); ++n) {
     if (!m.IsOp(n)) continue;
     OprHandle& h = m.runs[n].fwd[is_train ? 1 : 0];

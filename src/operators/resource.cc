@@ -2,28 +2,82 @@
 // guarded by its own engine var.
 #include "depengine/resource.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
+
+#include "engine/internal_hooks.h"
 
 namespace depengine {
 namespace internal {
 
 // What a Resource points to. Touched only by the functions that write the
 // resource's var (and by the manager when it creates it, before any such
-// function exists).
+// function exists), so one at a time: no lock.
 struct ResourceState {
-  RandomGenerator random;       // kRandom
-  void* space = nullptr;        // kTempSpace: 64-byte aligned buffer
+  RandomGenerator random;  // kRandom
+
+  // kTempSpace: a bump allocator over `space`. The calls of one function
+  // (RunningFunctionId) take consecutive, disjoint pieces; a call from
+  // another function starts over at offset 0, since every user writes the
+  // resource's var, so the previous one has finished. A call that does not
+  // fit moves to a new buffer, large enough for everything the function took
+  // so far plus the call (and at least twice the old one), so that in steady
+  // state one buffer holds a whole function's needs; the old buffer is
+  // retired, kept for the function's earlier pieces until the next function.
+  void* space = nullptr;        // 64-byte aligned
   std::size_t space_bytes = 0;  // its capacity
+  std::size_t used = 0;         // bytes of `space` handed out to `owner`
+  std::size_t owner_bytes = 0;  // bytes handed out to `owner`, in all buffers
+  std::uint64_t owner = 0;      // RunningFunctionId() of the last call; 0: outside any function
+  std::vector<void*> retired;   // earlier buffers of `owner`'s calls
 
   ResourceState() = default;
   ResourceState(const ResourceState&) = delete;
   ResourceState& operator=(const ResourceState&) = delete;
-  ~ResourceState() { std::free(space); }
+  ~ResourceState() {
+    FreeRetired();
+    std::free(space);
+  }
+  void FreeRetired() {
+    for (void* p : retired) std::free(p);
+    retired.clear();
+  }
+  void* Take(std::size_t bytes);
 };
+
+void* ResourceState::Take(std::size_t bytes) {
+  const std::uint64_t fn = RunningFunctionId();
+  if (fn == 0 || fn != owner) {
+    FreeRetired();
+    used = 0;
+    owner_bytes = 0;
+    owner = fn;
+  }
+  constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
+  if (bytes > kMax - 63) throw std::bad_alloc();
+  const std::size_t rounded = (bytes + 63) / 64 * 64;
+  if (space_bytes - used < rounded) {
+    if (rounded > kMax - owner_bytes) throw std::bad_alloc();
+    const std::size_t total = owner_bytes + rounded;
+    const std::size_t capacity = space_bytes <= kMax / 2 ? std::max(total, 2 * space_bytes) : total;
+    if (space != nullptr) retired.reserve(retired.size() + 1);  // nothing changes if it throws
+    void* fresh = std::aligned_alloc(64, capacity);
+    if (fresh == nullptr) throw std::bad_alloc();
+    if (space != nullptr) retired.push_back(space);
+    space = fresh;
+    space_bytes = capacity;
+    used = 0;
+  }
+  void* p = static_cast<char*>(space) + used;
+  used += rounded;
+  owner_bytes += rounded;
+  return p;
+}
 
 }  // namespace internal
 
@@ -49,16 +103,7 @@ void* Resource::get_space_bytes(std::size_t bytes) const {
   if (req.type != ResourceRequest::kTempSpace || ptr_ == nullptr) {
     throw std::logic_error("Resource::get_space: this resource is not temporary space");
   }
-  if (ptr_->space_bytes < bytes) {
-    std::free(ptr_->space);
-    ptr_->space = nullptr;
-    ptr_->space_bytes = 0;
-    const std::size_t rounded = (bytes + 63) / 64 * 64;
-    ptr_->space = std::aligned_alloc(64, rounded);
-    if (ptr_->space == nullptr) throw std::bad_alloc();
-    ptr_->space_bytes = rounded;
-  }
-  return ptr_->space;
+  return ptr_->Take(bytes);
 }
 
 TBlob Resource::get_space(const TShape& shape, int type, void* stream) const {
@@ -127,6 +172,8 @@ Resource ResourceManager::Request(Context ctx, const ResourceRequest& req) {
       r.id = id;
       r.ptr_ = new internal::ResourceState();
       r.var = engine_->NewVariable();
+      // A failing user must not fail the resource for every later user.
+      internal::MarkScratchVar(engine_, r.var);
       return r;
     };
     d.random = make(ResourceRequest::kRandom, 0);

@@ -24,9 +24,10 @@ struct ProfileRecord;
 
 // What an Opr is for; internal kinds run even when their vars failed.
 enum class OprKind : std::uint8_t {
-  kUser,       // a user function
-  kDeleteVar,  // DeleteVariable: runs delete_fn, then frees the var
-  kWaitVar,    // WaitForVar: wakes the waiting thread
+  kUser,           // a user function
+  kDeleteVar,      // DeleteVariable: runs delete_fn, then frees the var
+  kWaitVar,        // WaitForVar: wakes the waiting thread
+  kClearFailures,  // internal::PushClearFailures: never skipped, clears its vars' failures
 };
 
 }  // namespace depengine::internal

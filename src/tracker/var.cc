@@ -46,6 +46,7 @@ void Var::AddUse(internal::VarSlot** head, internal::VarSlot** tail, internal::V
 void Var::Init(const internal::ThreadedEngine* owner) {
   engine = owner;
   deleted.store(false, std::memory_order_relaxed);
+  scratch.store(false, std::memory_order_relaxed);
   inbox_head = inbox_tail = nullptr;
   inbox_len = 0;
   chain_mode.store(false, std::memory_order_relaxed);

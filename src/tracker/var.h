@@ -149,6 +149,12 @@ class alignas(64) Var {
   // slot is published; read under push_lock, or (relaxed) by a single-var
   // push holding `lock` (see PushSingleLocked).
   std::atomic<bool> deleted{false};
+  // The var guards scratch state (a resource), not a result: a failing
+  // function that writes it does not mark it failed (see ThreadedEngine::
+  // Complete; set through internal::MarkScratchVar). Written once, before the
+  // var's first push (the caller orders that as it orders the var's
+  // creation; the push's locks publish it to completers); relaxed.
+  std::atomic<bool> scratch{false};
   // Uses pushed and not yet moved to the grant side's FIFO, oldest first:
   // writes' slots and ReaderGroups.
   internal::VarSlot* inbox_head GUARDED_BY(push_lock) = nullptr;

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
 
 #include "op_harness.h"
 #include "ops_fixture.h"
@@ -67,6 +70,42 @@ void Noise(const TBlob& src, const EnvArguments& env, TBlob* ret, OpReqType req,
     Assign(ret->dptr<float>()[i], req, src.dptr<float>()[i] + scratch[i]);
 }
 
+// test_temp_spaces: three kTempSpace requests in one function, the last
+// larger than the buffer; fills each with its own value and returns their
+// sum (6 everywhere) after all three are written. Records where the three
+// pieces were (functions using the resource are serialized by its var; a
+// test reads this after waiting for the output).
+struct TempSpaceUse {
+  std::uintptr_t begin[3];
+  std::uintptr_t end[3];
+};
+std::vector<TempSpaceUse> temp_space_uses;
+void TempSpaces(const TBlob& src, const EnvArguments& env, TBlob* ret, OpReqType req, RunContext) {
+  const std::size_t n = ret->Size();
+  const std::size_t counts[3] = {n, n, 64 * n};
+  float* p[3];
+  TempSpaceUse use;
+  for (int k = 0; k < 3; ++k) {
+    p[k] = static_cast<float*>(env.resource[0].get_space_bytes(counts[k] * sizeof(float)));
+    for (std::size_t i = 0; i < counts[k]; ++i) p[k][i] = static_cast<float>(k + 1);
+    use.begin[k] = reinterpret_cast<std::uintptr_t>(p[k]);
+    use.end[k] = use.begin[k] + counts[k] * sizeof(float);
+  }
+  temp_space_uses.push_back(use);
+  for (std::size_t i = 0; i < n; ++i)
+    Assign(ret->dptr<float>()[i], req, src.dptr<float>()[i] * 0 + p[0][i] + p[1][i] + p[2][i]);
+}
+
+// test_fail_negative: throws on a negative input, else draws noise; uses
+// both kinds of resource.
+void FailNegative(const TBlob& src, const EnvArguments& env, TBlob* ret, OpReqType, RunContext) {
+  for (std::size_t i = 0; i < src.Size(); ++i) {
+    if (src.dptr<float>()[i] < 0) throw std::domain_error("test_fail_negative: negative input");
+  }
+  env.resource[1].get_space_bytes(ret->Size() * sizeof(float));
+  env.resource[0].get_random()->SampleUniform(ret->dptr<float>(), ret->Size(), 0.f, 1.f);
+}
+
 DEPENGINE_REGISTER_SIMPLE_OP(test_row_sum)
     .set_shape_function(RowSumShape)
     .set_function(DeviceType::kCPU, RowSum)
@@ -80,6 +119,14 @@ DEPENGINE_REGISTER_SIMPLE_OP(test_noise)
     .set_function(DeviceType::kCPU, Noise)
     .set_resource_request({ResourceRequest::kRandom, ResourceRequest::kTempSpace})
     .describe("x + U[0,1)");
+DEPENGINE_REGISTER_SIMPLE_OP(test_fail_negative)
+    .set_function(DeviceType::kCPU, FailNegative)
+    .set_resource_request({ResourceRequest::kRandom, ResourceRequest::kTempSpace})
+    .describe("fails on negative input");
+DEPENGINE_REGISTER_SIMPLE_OP(test_temp_spaces)
+    .set_function(DeviceType::kCPU, TempSpaces)
+    .set_resource_request(ResourceRequest::kTempSpace)
+    .describe("three temporary spaces in one function");
 
 class SimpleOpTest : public EngineTest {
  protected:
@@ -150,6 +197,58 @@ TEST_P(SimpleOpTest, ShapeFunctionKwargsAndResources) {
     EXPECT_GE(a[i], static_cast<float>(i + 1));
     EXPECT_LT(a[i], static_cast<float>(i + 2));
   }
+}
+
+// Resource::get_space: every call in one function gets its own memory,
+// valid until the function finishes, even when a later call outgrows the
+// buffer; later functions reuse the memory (one buffer in steady state).
+TEST_P(SimpleOpTest, TempSpaceCallsOfOneFunctionDoNotOverlap) {
+  temp_space_uses.clear();
+  NDArray x = Make(std::vector<float>(16, 0.f), {16});
+  const auto& op = SimpleOpRegistry::Get("test_temp_spaces");
+  for (int run = 0; run < 3; ++run) {
+    NDArray y = op.Invoke({x}, {.resources = resources()});
+    EXPECT_EQ(y.ToVector(), std::vector<float>(16, 6.f)) << "run " << run;
+  }
+  ASSERT_EQ(temp_space_uses.size(), 3u);
+  for (const TempSpaceUse& u : temp_space_uses) {
+    for (int a = 0; a < 3; ++a) {
+      EXPECT_EQ(u.begin[a] % 64, 0u) << "piece " << a << " is not 64-byte aligned";
+      for (int b = a + 1; b < 3; ++b) {
+        EXPECT_TRUE(u.end[a] <= u.begin[b] || u.end[b] <= u.begin[a])
+            << "pieces " << a << " and " << b << " of one function overlap";
+      }
+    }
+  }
+  // The second function found one buffer large enough for all three
+  // pieces; the third reuses exactly the same memory.
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(temp_space_uses[2].begin[k], temp_space_uses[1].begin[k]);
+}
+
+// A failing operator that uses resources fails its output, not the
+// resources: later, unrelated users of the generator and the temporary
+// space run normally (without a WaitForAll in between).
+TEST_P(SimpleOpTest, FailureDoesNotPoisonResources) {
+  NDArray bad = Make({-1, -1, -1, -1}, {4});
+  NDArray out =
+      SimpleOpRegistry::Get("test_fail_negative").Invoke({bad}, {.resources = resources()});
+  EXPECT_THROW(out.WaitToRead(), std::domain_error);
+  for (int i = 0; i < 2; ++i) {
+    NDArray r(TShape{4}, Context::CPU(), engine());
+    SampleUniform(0, 1, &r, resources());
+    EXPECT_NO_THROW(r.WaitToRead()) << "SampleUniform #" << i;
+    NDArray y = SimpleOpRegistry::Get("test_temp_spaces").Invoke({r}, {.resources = resources()});
+    std::vector<float> v;
+    EXPECT_NO_THROW(v = y.ToVector()) << "temporary space user #" << i;
+    EXPECT_EQ(v, std::vector<float>(4, 6.f));
+  }
+  // Again while the failure is still undelivered on the output.
+  NDArray out2 =
+      SimpleOpRegistry::Get("test_fail_negative").Invoke({bad}, {.resources = resources()});
+  NDArray r(TShape{4}, Context::CPU(), engine());
+  SampleUniform(0, 1, &r, resources());
+  EXPECT_NO_THROW(r.WaitToRead());
+  EXPECT_THROW(out2.WaitToRead(), std::domain_error);
 }
 
 TEST_P(SimpleOpTest, RegisteredOpIsAlsoAnOperator) {
