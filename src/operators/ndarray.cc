@@ -106,6 +106,25 @@ void UnaryInto(const NDArray& in, NDArray* out, const char* name, F f) {
              [a, o, f](RunContext) { internal::UnaryMap(a, o, kWriteTo, f); }, {&in}, {out});
 }
 
+// shape.Size(), or std::invalid_argument "<who>: <what> shape <shape>: <why>"
+// for an unknown or empty shape, a negative dimension or an element count
+// that overflows (TShape::Size).
+TShape::index_t CheckedSize(const TShape& shape, const char* who, const char* what) {
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument(std::string(who) + ": " + what + " shape " + shape.ToString() +
+                                ": " + why);
+  };
+  if (!shape.known()) fail("the shape is unknown");
+  TShape::index_t size = 0;
+  try {
+    size = shape.Size();
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+  if (size <= 0) fail("the shape has no elements");
+  return size;
+}
+
 NDArray Like(const NDArray& a) { return NDArray(a.shape(), a.ctx(), a.engine(), a.dtype()); }
 
 template <class F>
@@ -129,10 +148,9 @@ NDArray UnaryNew(const NDArray& in, const char* name, F f) {
 NDArray::NDArray(const TShape& shape, Context ctx, Engine* engine, int dtype)
     : shape_(shape), dtype_(dtype) {
   CheckContext(ctx, "NDArray");
-  if (!shape.known() || shape.Size() <= 0) {
-    throw std::invalid_argument("NDArray: cannot allocate shape " + shape.ToString());
-  }
-  const std::size_t bytes = static_cast<std::size_t>(shape.Size()) * TypeSize(dtype);
+  // Size() <= TShape::kMaxSize, so the byte count below cannot overflow.
+  const TShape::index_t size = CheckedSize(shape, "NDArray", "cannot allocate");
+  const std::size_t bytes = static_cast<std::size_t>(size) * TypeSize(dtype);
   ptr_ = std::make_shared<Chunk>(engine, ctx, bytes);
 }
 
@@ -156,7 +174,7 @@ void NDArray::WaitToWrite() const { WaitToRead(); }
 
 NDArray NDArray::Reshape(const TShape& shape) const {
   CheckDefined(*this, "NDArray::Reshape");
-  if (shape.Size() != shape_.Size()) {
+  if (CheckedSize(shape, "NDArray::Reshape", "cannot view as") != shape_.Size()) {
     throw std::invalid_argument("NDArray::Reshape: cannot view " + shape_.ToString() + " as " +
                                 shape.ToString());
   }
@@ -172,6 +190,8 @@ NDArray NDArray::Slice(TShape::index_t begin, TShape::index_t end) const {
                                 std::to_string(end) + ") outside " + shape_.ToString());
   }
   NDArray v = *this;
+  // shape_ passed CheckedSize (constructor or Reshape), so begin * row <
+  // shape_.Size() <= TShape::kMaxSize: the offset cannot overflow.
   const std::size_t row = static_cast<std::size_t>(shape_.ProdShape(1, shape_.ndim()));
   v.offset_ += static_cast<std::size_t>(begin) * row;
   v.shape_[0] = end - begin;
