@@ -107,7 +107,10 @@ class NDArray {
   // Fills every element with `value` (pushed).
   NDArray& operator=(double value);
   // In-place arithmetic (pushed as a write of this array); the other array
-  // must have the same shape, type, context and engine.
+  // must have the same shape, type, context and engine. The result is the
+  // serial one even when `rhs` is a view of this array's storage that
+  // partly overlaps it (a.Slice(1, 4) += a.Slice(0, 3)): rhs is then copied
+  // to a temporary first.
   NDArray& operator+=(const NDArray& rhs);
   NDArray& operator-=(const NDArray& rhs);
   NDArray& operator*=(const NDArray& rhs);

@@ -245,20 +245,50 @@ NDArray& NDArray::operator=(double value) {
   return *this;
 }
 
+namespace {
+
+// True when `a` and `b` are views of one storage whose element ranges
+// overlap without coinciding (e.g. a.Slice(1, 4) and a.Slice(0, 3)).
+bool OverlapsPartly(const NDArray& a, const NDArray& b) {
+  if (!a.SharesStorageWith(b)) return false;
+  const char* pa = static_cast<const char*>(a.data().dptr_);
+  const char* pb = static_cast<const char*>(b.data().dptr_);
+  const std::size_t na = a.Size() * TypeSize(a.dtype()), nb = b.Size() * TypeSize(b.dtype());
+  return pa != pb && pa < pb + nb && pb < pa + na;
+}
+
+// *self = f(*self, rhs) elementwise, with serial semantics: as if rhs were
+// read whole before any element of *self is written. The loop reads each
+// element before writing it, which is enough when rhs is *self or does not
+// overlap it; a partly overlapping rhs is first copied to a temporary (as
+// SimpleOp::Invoke does), so the common case stays copy-free.
+template <class F>
+void InPlace(NDArray* self, const NDArray& rhs, const char* name, F f) {
+  CheckSame(*self, rhs, name);
+  if (OverlapsPartly(*self, rhs)) {
+    const NDArray tmp = rhs.Copy();
+    BinaryInto(*self, tmp, self, name, f);
+    return;
+  }
+  BinaryInto(*self, rhs, self, name, f);
+}
+
+}  // namespace
+
 NDArray& NDArray::operator+=(const NDArray& rhs) {
-  BinaryInto(*this, rhs, this, "NDArray::operator+=", internal::Plus{});
+  InPlace(this, rhs, "NDArray::operator+=", internal::Plus{});
   return *this;
 }
 NDArray& NDArray::operator-=(const NDArray& rhs) {
-  BinaryInto(*this, rhs, this, "NDArray::operator-=", internal::Minus{});
+  InPlace(this, rhs, "NDArray::operator-=", internal::Minus{});
   return *this;
 }
 NDArray& NDArray::operator*=(const NDArray& rhs) {
-  BinaryInto(*this, rhs, this, "NDArray::operator*=", internal::Mul{});
+  InPlace(this, rhs, "NDArray::operator*=", internal::Mul{});
   return *this;
 }
 NDArray& NDArray::operator/=(const NDArray& rhs) {
-  BinaryInto(*this, rhs, this, "NDArray::operator/=", internal::Div{});
+  InPlace(this, rhs, "NDArray::operator/=", internal::Div{});
   return *this;
 }
 NDArray& NDArray::operator+=(double s) {

@@ -212,6 +212,35 @@ TEST_P(NDArrayTest, ErrorsNameShapes) {
   EXPECT_THROW(NDArray(TShape(), Context::CPU(), engine()), std::invalid_argument);
 }
 
+// In-place arithmetic between overlapping views of one storage gives the
+// serial result, as if the right-hand side were read whole first (before,
+// a[1:4] += a[0:3] computed a running sum).
+TEST_P(NDArrayTest, InPlaceArithmeticOnOverlappingViewsIsSerial) {
+  NDArray a = Make({1, 2, 3, 4}, {4});
+  NDArray hi = a.Slice(1, 4);
+  hi += a.Slice(0, 3);
+  EXPECT_THAT(a.ToVector(), ::testing::ElementsAre(1, 3, 5, 7));
+  hi -= a.Slice(0, 3);  // {1, 3-1, 5-3, 7-5}
+  EXPECT_THAT(a.ToVector(), ::testing::ElementsAre(1, 2, 2, 2));
+  NDArray lo = a.Slice(0, 3);
+  lo += a.Slice(1, 4);  // the other direction: {1+2, 2+2, 2+2, 2}
+  EXPECT_THAT(a.ToVector(), ::testing::ElementsAre(3, 4, 4, 2));
+
+  NDArray b = Make({2, 2, 3, 3, 4, 4}, {3, 2});
+  NDArray rows = b.Slice(1, 3);
+  rows *= b.Slice(0, 2);
+  EXPECT_THAT(b.ToVector(), ::testing::ElementsAre(2, 2, 6, 6, 12, 12));
+  rows /= b.Slice(0, 2);  // {2, 2, 6/2, 6/2, 12/6, 12/6}
+  EXPECT_THAT(b.ToVector(), ::testing::ElementsAre(2, 2, 3, 3, 2, 2));
+
+  // A view over the same range (or the array itself) needs no copy and
+  // gives the elementwise result.
+  NDArray c = Make({1, 2, 3}, {3});
+  c += c;
+  c *= c.Reshape({3});
+  EXPECT_THAT(c.ToVector(), ::testing::ElementsAre(4, 16, 36));
+}
+
 // A shape whose element count (or byte size) overflows, or with negative
 // dimensions, is rejected by the constructor and Reshape with the shape in
 // the message; before, (2^62+1, 4) wrapped to 4 elements and Slice(100, 101)
