@@ -146,7 +146,8 @@ class Executor {
   void Forward(bool is_train);
   // Pushes every Backward in reverse order. `head_grads`, when given, are
   // copied into the head gradients first (one per head); otherwise the head
-  // gradients are ones (loss layers ignore them). Requires for_training.
+  // gradients are ones (loss layers ignore them), also after an earlier
+  // Backward(head_grads). Requires for_training.
   void Backward(const std::vector<NDArray>& head_grads = {});
 
   // The heads' arrays, in the order given.

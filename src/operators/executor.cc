@@ -57,6 +57,10 @@ struct Executor::Impl {
   std::vector<std::vector<int>> deps;          // per node: declared backward ids
   std::vector<NodeEntry> heads;
   std::vector<NDArray> head_grads;
+  // Whether the head gradients hold ones (no Backward(head_grads) copied
+  // into them since they were last filled). Touched only by the one thread
+  // using the executor (executor.h), so a plain bool.
+  bool head_grads_are_ones = true;
   std::vector<Tensor> tensors;
   std::vector<int> fwd_tensor, grad_tensor;  // per entry: tensor index or -1
   std::vector<Block> blocks;
@@ -691,7 +695,13 @@ void Executor::Backward(const std::vector<NDArray>& head_grads) {
                                   std::to_string(m.head_grads.size()) + " head gradients, got " +
                                   std::to_string(head_grads.size()));
     }
+    m.head_grads_are_ones = false;
     for (std::size_t i = 0; i < head_grads.size(); ++i) CopyFromTo(head_grads[i], &m.head_grads[i]);
+  } else if (!m.head_grads_are_ones) {
+    // An earlier Backward(head_grads) overwrote them: ones again (pushed,
+    // ordered before the backward operators that read them).
+    for (NDArray& g : m.head_grads) g = 1.0;
+    m.head_grads_are_ones = true;
   }
   for (int n : m.backward_order) {
     OprHandle& h = m.runs[n].bwd;

@@ -272,6 +272,33 @@ TEST_P(ExecutorTest, SharedArgumentsAndEarlyDestruction) {
   for (int i = 0; i < 2; ++i) EXPECT_NEAR(p[2 * i] + p[2 * i + 1], 1.0f, 1e-5);
 }
 
+// Backward() without head gradients uses ones every time, also after a
+// Backward(head_grads) (which used to leave its values in place for every
+// later Backward()).
+TEST_P(ExecutorTest, BackwardWithoutHeadGradsUsesOnesAgain) {
+  Graph g;
+  NodeEntry x = g.Variable("x");
+  NodeEntry y = g.Op("_mul_scalar", "y", {{"scalar", "2"}}, {x});  // dy/dx = 2
+  Executor exec(g, {y}, Options({{"x", {3}}}, kFloat32));
+  exec.Forward(true);
+  exec.Backward();
+  EXPECT_THAT(exec.grad("x").ToVector(), ::testing::ElementsAre(2, 2, 2));
+  std::vector<float> wv{5, 6, 7};
+  NDArray w(TShape{3}, Context::CPU(), engine());
+  w.SyncCopyFromCPU(wv.data(), wv.size());
+  for (int i = 0; i < 2; ++i) {
+    exec.Forward(true);
+    exec.Backward({w});
+    EXPECT_THAT(exec.grad("x").ToVector(), ::testing::ElementsAre(10, 12, 14));
+    exec.Forward(true);
+    exec.Backward();
+    EXPECT_THAT(exec.grad("x").ToVector(), ::testing::ElementsAre(2, 2, 2));
+    exec.Forward(true);
+    exec.Backward();
+    EXPECT_THAT(exec.grad("x").ToVector(), ::testing::ElementsAre(2, 2, 2));
+  }
+}
+
 DEPENGINE_INSTANTIATE_ENGINE_TEST(ExecutorTest);
 
 }  // namespace
