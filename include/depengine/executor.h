@@ -132,8 +132,10 @@ class Executor {
   // Infers shapes, allocates arguments (zero-filled unless shared),
   // gradients and planned memory, and builds the engine operators. Raises
   // ShapeError naming the node, the operator and the shapes when shapes
-  // cannot be inferred or do not fit; std::invalid_argument for an unknown
-  // name in the options or an empty `heads`.
+  // cannot be inferred or do not fit (for a variable that no operator
+  // reads and whose shape is not given: naming the variable's node);
+  // std::invalid_argument for an unknown name in the options or an empty
+  // `heads`.
   Executor(const Graph& graph, const std::vector<NodeEntry>& heads, const ExecutorOptions& options);
   // Returns at once: pending pushes keep what they use alive, and the
   // executor's memory is freed after them.

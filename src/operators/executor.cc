@@ -175,6 +175,14 @@ void Executor::Impl::InferShapes(const ExecutorOptions& o) {
     msg += "; give the shapes of the variables (ExecutorOptions::arg_shapes)";
     throw ShapeError(msg);
   }
+  // Every variable an operator reads has a shape now (else the loop above
+  // threw); one still unknown is read by no operator, so nothing can infer it.
+  for (int n = 0; n < static_cast<int>(nodes.size()); ++n) {
+    if (IsOp(n) || shape[Entry({n, 0})].known()) continue;
+    throw ShapeError("node '" + nodes[n].name +
+                     "' (variable): cannot infer its shape (?): no operator reads it; give its "
+                     "shape (ExecutorOptions::arg_shapes) or leave it out of the graph");
+  }
 }
 
 // ---------------------------------------------------------------------------

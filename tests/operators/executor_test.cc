@@ -149,6 +149,26 @@ TEST_P(ExecutorTest, ShapeAndNameErrors) {
                std::invalid_argument);
 }
 
+// A variable that no operator reads and whose shape is not given: a
+// ShapeError naming it (before: "NDArray: cannot allocate shape ()", an
+// std::invalid_argument naming nothing). With its shape it is allocated.
+TEST_P(ExecutorTest, UnusedVariableWithoutShapeIsAShapeError) {
+  Graph g;
+  NodeEntry x = g.Variable("x");
+  g.Variable("unused");
+  NodeEntry y = g.Op("negative", "y", {}, {x});
+  try {
+    Executor exec(g, {y}, Options({{"x", {3}}}));
+    FAIL() << "expected a ShapeError";
+  } catch (const ShapeError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'unused'"));
+    EXPECT_THAT(e.what(), HasSubstr("variable"));
+    EXPECT_THAT(e.what(), HasSubstr("arg_shapes"));
+  }
+  Executor exec(g, {y}, Options({{"x", {3}}, {"unused", {2}}}));
+  EXPECT_EQ(exec.arg("unused").shape(), (TShape{2}));
+}
+
 TEST_P(ExecutorTest, MlpGradientMatchesFiniteDifferences) {
   // SoftmaxOutput ignores the head gradient (a loss layer): check a body
   // without it, with a sigmoid head.
