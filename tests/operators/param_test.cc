@@ -120,6 +120,23 @@ TEST(Params, NanAndInfinityFailRangeChecks) {
   EXPECT_EQ(s.momentum, 1.0f);
 }
 
+// Pooling with pad >= kernel in a dimension has windows that lie entirely
+// in the padding (max pooling returned -FLT_MAX there): rejected, naming both
+// fields, as MXNet does.
+TEST(Params, PoolingPadMustBeSmallerThanKernel) {
+  EXPECT_THAT(ErrorOf<ParamError>([] {
+                OperatorProperty::Create("Pooling", {{"kernel", "(1,1)"}, {"pad", "(1,1)"}});
+              }),
+              AllOf(HasSubstr("Pooling"), HasSubstr("'pad' (1,1)"), HasSubstr("'kernel' (1,1)")));
+  EXPECT_THAT(ErrorOf<ParamError>([] {
+                OperatorProperty::Create("Pooling", {{"kernel", "(3,2)"}, {"pad", "(0,2)"}});
+              }),
+              AllOf(HasSubstr("'pad' (0,2)"), HasSubstr("'kernel' (3,2)")));
+  auto p = OperatorProperty::Create("Pooling",
+                                    {{"kernel", "(3,2)"}, {"pad", "(2,1)"}, {"pool_type", "max"}});
+  EXPECT_EQ(p->GetParams().at("pad"), "(2,1)");
+}
+
 TEST(Params, GetParamsRoundTrips) {
   auto p = OperatorProperty::Create("Pooling", {{"kernel", "(3,3)"}, {"pool_type", "avg"}});
   const auto params = p->GetParams();
