@@ -134,8 +134,9 @@ class Executor {
   // ShapeError naming the node, the operator and the shapes when shapes
   // cannot be inferred or do not fit (for a variable that no operator
   // reads and whose shape is not given: naming the variable's node);
-  // std::invalid_argument for an unknown name in the options or an empty
-  // `heads`.
+  // std::invalid_argument for an unknown name in the options, an empty
+  // `heads`, or an output given twice in `heads` (its head gradients would
+  // have to be summed; this executor does not, so it rejects it).
   Executor(const Graph& graph, const std::vector<NodeEntry>& heads, const ExecutorOptions& options);
   // Returns at once: pending pushes keep what they use alive, and the
   // executor's memory is freed after them.

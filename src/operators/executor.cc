@@ -631,6 +631,18 @@ Executor::Executor(const Graph& graph, const std::vector<NodeEntry>& heads,
           "Executor: every head must be an output of an operator node of the graph");
     }
   }
+  // One head gradient per head entry: the same entry given twice would need
+  // its two head gradients summed; rejected instead (executor.h).
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (heads[i].node == heads[j].node && heads[i].index == heads[j].index) {
+        throw std::invalid_argument("Executor: head '" +
+                                    m.EntryName(heads[i].node, heads[i].index) +
+                                    "' is given twice (heads " + std::to_string(j) + " and " +
+                                    std::to_string(i) + "); give each output once");
+      }
+    }
+  }
   std::set<std::string> vars;
   for (const std::string& a : graph.ListArguments()) vars.insert(a);
   auto check_names = [&](const auto& map, const char* what) {

@@ -319,6 +319,25 @@ TEST_P(ExecutorTest, BackwardWithoutHeadGradsUsesOnesAgain) {
   }
 }
 
+// The same output given twice as a head: its head gradients would have to
+// be summed (before, the second silently overwrote the first); rejected,
+// naming the head.
+TEST_P(ExecutorTest, SameHeadTwiceIsRejected) {
+  Graph g;
+  NodeEntry x = g.Variable("x");
+  NodeEntry y = g.Op("_mul_scalar", "y", {{"scalar", "2"}}, {x});
+  NodeEntry z = g.Op("negative", "z", {}, {x});
+  try {
+    Executor exec(g, {y, z, y}, Options({{"x", {3}}}));
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'y_output'"));
+    EXPECT_THAT(e.what(), HasSubstr("twice"));
+  }
+  Executor exec(g, {y, z}, Options({{"x", {3}}}));
+  EXPECT_EQ(exec.outputs().size(), 2u);
+}
+
 DEPENGINE_INSTANTIATE_ENGINE_TEST(ExecutorTest);
 
 }  // namespace
