@@ -144,8 +144,11 @@ class Executor {
   // Infers shapes, allocates arguments (zero-filled unless shared),
   // gradients and planned memory, and builds the engine operators. Raises
   // ShapeError naming the node, the operator and the shapes when shapes
-  // cannot be inferred or do not fit; std::invalid_argument for an unknown
-  // name in the options or an empty `heads`.
+  // cannot be inferred or do not fit (for a variable that no operator
+  // reads and whose shape is not given: naming the variable's node);
+  // std::invalid_argument for an unknown name in the options, an empty
+  // `heads`, or an output given twice in `heads` (its head gradients would
+  // have to be summed; this executor does not, so it rejects it).
   Executor(const Graph& graph, const std::vector<NodeEntry>& heads, const ExecutorOptions& options);
   // Returns at once: pending pushes keep what they use alive, and the
   // executor's memory is freed after them.
@@ -159,7 +162,8 @@ class Executor {
   void Forward(bool is_train);
   // Pushes every Backward in reverse order. `head_grads`, when given, are
   // copied into the head gradients first (one per head); otherwise the head
-  // gradients are ones (loss layers ignore them). Requires for_training.
+  // gradients are ones (loss layers ignore them), also after an earlier
+  // Backward(head_grads). Requires for_training.
   void Backward(const std::vector<NDArray>& head_grads = {});
 
   // The heads' arrays, in the order given.

@@ -39,8 +39,10 @@ class NDArray {
   NDArray() = default;
   // Allocates an array of `shape` on `ctx`, owned by `engine` (nullptr:
   // Engine::Get()). Contents are unspecified until written. The engine must
-  // outlive every NDArray made on it. Raises std::invalid_argument for an
-  // unknown or empty shape, an unknown type or a GPU context.
+  // outlive every NDArray made on it. Raises std::invalid_argument naming
+  // the shape for an unknown or empty shape, a negative dimension or more
+  // than TShape::kMaxSize elements (so the byte size cannot overflow), and
+  // for an unknown type or a GPU context.
   explicit NDArray(const TShape& shape, Context ctx = Context::CPU(), Engine* engine = nullptr,
                    int dtype = kFloat32);
 
@@ -68,6 +70,8 @@ class NDArray {
   void WaitToWrite() const;
 
   // A view with another shape of the same size, sharing storage and var.
+  // Raises std::invalid_argument naming both shapes otherwise, or naming
+  // `shape` when it has a negative dimension or is unknown (TShape::Size).
   NDArray Reshape(const TShape& shape) const;
   // A view of rows [begin, end) along the first axis, sharing storage and
   // var (so it is ordered against every use of the whole array).
@@ -103,7 +107,10 @@ class NDArray {
   // Fills every element with `value` (pushed).
   NDArray& operator=(double value);
   // In-place arithmetic (pushed as a write of this array); the other array
-  // must have the same shape, type, context and engine.
+  // must have the same shape, type, context and engine. The result is the
+  // serial one even when `rhs` is a view of this array's storage that
+  // partly overlaps it (a.Slice(1, 4) += a.Slice(0, 3)): rhs is then copied
+  // to a temporary first.
   NDArray& operator+=(const NDArray& rhs);
   NDArray& operator-=(const NDArray& rhs);
   NDArray& operator*=(const NDArray& rhs);

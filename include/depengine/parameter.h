@@ -26,6 +26,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -147,7 +148,9 @@ std::string TypeDescription() {
 }  // namespace internal
 
 // One field of a parameter struct: its type T, default, bounds, enum names.
-// Built through ParamSchema::Field; the setters chain.
+// Built through ParamSchema::Field; the setters chain. A floating-point
+// field never accepts NaN, and one with a bound accepts only finite values
+// ("a finite number in [0, 1]").
 template <class P, class T>
 class ParamField final : public internal::FieldBase<P> {
  public:
@@ -196,6 +199,13 @@ class ParamField final : public internal::FieldBase<P> {
       return false;
     }
     if (!internal::ParseValue(value, &v)) return false;
+    if constexpr (std::is_floating_point_v<T>) {
+      // NaN compares false against both bounds, so it would pass any range:
+      // never accepted. A bounded field takes finite values only (an
+      // infinite learning rate or weight decay is not "a number >= 0").
+      if (std::isnan(v)) return false;
+      if ((lower_ || upper_) && std::isinf(v)) return false;
+    }
     if constexpr (std::is_arithmetic_v<T>) {
       if (lower_ && v < *lower_) return false;
       if (upper_ && v > *upper_) return false;
@@ -217,6 +227,9 @@ class ParamField final : public internal::FieldBase<P> {
       return s;
     }
     std::string s = internal::TypeDescription<T>();
+    if constexpr (std::is_floating_point_v<T>) {
+      if (lower_ || upper_) s = "a finite number";
+    }
     if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
       if (lower_ && upper_) {
         s += " in [" + internal::FormatValue(*lower_) + ", " + internal::FormatValue(*upper_) + "]";

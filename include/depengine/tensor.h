@@ -76,12 +76,21 @@ class TShape {
   const index_t* end() const { return dims_.data() + dims_.size(); }
   const std::vector<index_t>& dims() const { return dims_; }
 
+  // The largest element count a shape may have: its size in bytes in the
+  // widest element type (8 bytes) still fits in int64, so that
+  // Size() * TypeSize(type) never overflows.
+  static constexpr index_t kMaxSize = INT64_MAX / 8;
+
   // The number of elements: the product of the dimensions (0 when unknown).
+  // Raises std::invalid_argument naming the shape when a dimension is
+  // negative or the product exceeds kMaxSize (so overflows are caught rather
+  // than wrapped, whatever the order of the dimensions).
   index_t Size() const;
-  // The product of dimensions [begin, end).
+  // The product of dimensions [begin, end); raises as Size() when one of
+  // them is negative or the product exceeds kMaxSize.
   index_t ProdShape(int begin, int end) const;
   // The shape viewed as a matrix: (product of all but the last dim, last dim).
-  // A 1-D shape (n) becomes (1, n).
+  // A 1-D shape (n) becomes (1, n). Raises as Size().
   TShape FlatTo2D() const;
 
   // "(2,3)"; "()" when unknown.
@@ -128,7 +137,7 @@ struct TBlob {
   // The same memory viewed as a matrix (TShape::FlatTo2D).
   TBlob FlatTo2D() const { return TBlob(dptr_, shape_.FlatTo2D(), type_flag_, ctx_); }
   // The same memory with another shape of the same size; raises
-  // std::invalid_argument otherwise.
+  // std::invalid_argument otherwise (or for a shape Size() rejects).
   TBlob Reshape(const TShape& shape) const;
   bool empty() const { return dptr_ == nullptr; }
 };

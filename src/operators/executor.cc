@@ -58,6 +58,10 @@ struct Executor::Impl {
   std::vector<std::vector<int>> deps;          // per node: declared backward ids
   std::vector<NodeEntry> heads;
   std::vector<NDArray> head_grads;
+  // Whether the head gradients hold ones (no Backward(head_grads) copied
+  // into them since they were last filled). Touched only by the one thread
+  // using the executor (executor.h), so a plain bool.
+  bool head_grads_are_ones = true;
   std::vector<Tensor> tensors;
   std::vector<int> fwd_tensor, grad_tensor;  // per entry: tensor index or -1
   std::vector<Block> blocks;
@@ -178,6 +182,14 @@ void Executor::Impl::InferShapes(const ExecutorOptions& o) {
     }
     msg += "; give the shapes of the variables (ExecutorOptions::arg_shapes)";
     throw ShapeError(msg);
+  }
+  // Every variable an operator reads has a shape now (else the loop above
+  // threw); one still unknown is read by no operator, so nothing can infer it.
+  for (int n = 0; n < static_cast<int>(nodes.size()); ++n) {
+    if (IsOp(n) || shape[Entry({n, 0})].known()) continue;
+    throw ShapeError("node '" + nodes[n].name +
+                     "' (variable): cannot infer its shape (?): no operator reads it; give its "
+                     "shape (ExecutorOptions::arg_shapes) or leave it out of the graph");
   }
 }
 
@@ -646,6 +658,18 @@ Executor::Executor(const Graph& graph, const std::vector<NodeEntry>& heads,
           "Executor: every head must be an output of an operator node of the graph");
     }
   }
+  // One head gradient per head entry: the same entry given twice would need
+  // its two head gradients summed; rejected instead (executor.h).
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (heads[i].node == heads[j].node && heads[i].index == heads[j].index) {
+        throw std::invalid_argument("Executor: head '" +
+                                    m.EntryName(heads[i].node, heads[i].index) +
+                                    "' is given twice (heads " + std::to_string(j) + " and " +
+                                    std::to_string(i) + "); give each output once");
+      }
+    }
+  }
   std::set<std::string> vars;
   for (const std::string& a : graph.ListArguments()) vars.insert(a);
   auto check_names = [&](const auto& map, const char* what) {
@@ -730,7 +754,13 @@ void Executor::Backward(const std::vector<NDArray>& head_grads) {
                                   std::to_string(m.head_grads.size()) + " head gradients, got " +
                                   std::to_string(head_grads.size()));
     }
+    m.head_grads_are_ones = false;
     for (std::size_t i = 0; i < head_grads.size(); ++i) CopyFromTo(head_grads[i], &m.head_grads[i]);
+  } else if (!m.head_grads_are_ones) {
+    // An earlier Backward(head_grads) overwrote them: ones again (pushed,
+    // ordered before the backward operators that read them).
+    for (NDArray& g : m.head_grads) g = 1.0;
+    m.head_grads_are_ones = true;
   }
   for (int n : m.backward_order) {
     OprHandle& h = m.runs[n].bwd;

@@ -106,6 +106,25 @@ void UnaryInto(const NDArray& in, NDArray* out, const char* name, F f) {
              [a, o, f](RunContext) { internal::UnaryMap(a, o, kWriteTo, f); }, {&in}, {out});
 }
 
+// shape.Size(), or std::invalid_argument "<who>: <what> shape <shape>: <why>"
+// for an unknown or empty shape, a negative dimension or an element count
+// that overflows (TShape::Size).
+TShape::index_t CheckedSize(const TShape& shape, const char* who, const char* what) {
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument(std::string(who) + ": " + what + " shape " + shape.ToString() +
+                                ": " + why);
+  };
+  if (!shape.known()) fail("the shape is unknown");
+  TShape::index_t size = 0;
+  try {
+    size = shape.Size();
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+  if (size <= 0) fail("the shape has no elements");
+  return size;
+}
+
 NDArray Like(const NDArray& a) { return NDArray(a.shape(), a.ctx(), a.engine(), a.dtype()); }
 
 template <class F>
@@ -129,10 +148,9 @@ NDArray UnaryNew(const NDArray& in, const char* name, F f) {
 NDArray::NDArray(const TShape& shape, Context ctx, Engine* engine, int dtype)
     : shape_(shape), dtype_(dtype) {
   CheckContext(ctx, "NDArray");
-  if (!shape.known() || shape.Size() <= 0) {
-    throw std::invalid_argument("NDArray: cannot allocate shape " + shape.ToString());
-  }
-  const std::size_t bytes = static_cast<std::size_t>(shape.Size()) * TypeSize(dtype);
+  // Size() <= TShape::kMaxSize, so the byte count below cannot overflow.
+  const TShape::index_t size = CheckedSize(shape, "NDArray", "cannot allocate");
+  const std::size_t bytes = static_cast<std::size_t>(size) * TypeSize(dtype);
   ptr_ = std::make_shared<Chunk>(engine, ctx, bytes);
 }
 
@@ -156,7 +174,7 @@ void NDArray::WaitToWrite() const { WaitToRead(); }
 
 NDArray NDArray::Reshape(const TShape& shape) const {
   CheckDefined(*this, "NDArray::Reshape");
-  if (shape.Size() != shape_.Size()) {
+  if (CheckedSize(shape, "NDArray::Reshape", "cannot view as") != shape_.Size()) {
     throw std::invalid_argument("NDArray::Reshape: cannot view " + shape_.ToString() + " as " +
                                 shape.ToString());
   }
@@ -172,6 +190,8 @@ NDArray NDArray::Slice(TShape::index_t begin, TShape::index_t end) const {
                                 std::to_string(end) + ") outside " + shape_.ToString());
   }
   NDArray v = *this;
+  // shape_ passed CheckedSize (constructor or Reshape), so begin * row <
+  // shape_.Size() <= TShape::kMaxSize: the offset cannot overflow.
   const std::size_t row = static_cast<std::size_t>(shape_.ProdShape(1, shape_.ndim()));
   v.offset_ += static_cast<std::size_t>(begin) * row;
   v.shape_[0] = end - begin;
@@ -225,20 +245,50 @@ NDArray& NDArray::operator=(double value) {
   return *this;
 }
 
+namespace {
+
+// True when `a` and `b` are views of one storage whose element ranges
+// overlap without coinciding (e.g. a.Slice(1, 4) and a.Slice(0, 3)).
+bool OverlapsPartly(const NDArray& a, const NDArray& b) {
+  if (!a.SharesStorageWith(b)) return false;
+  const char* pa = static_cast<const char*>(a.data().dptr_);
+  const char* pb = static_cast<const char*>(b.data().dptr_);
+  const std::size_t na = a.Size() * TypeSize(a.dtype()), nb = b.Size() * TypeSize(b.dtype());
+  return pa != pb && pa < pb + nb && pb < pa + na;
+}
+
+// *self = f(*self, rhs) elementwise, with serial semantics: as if rhs were
+// read whole before any element of *self is written. The loop reads each
+// element before writing it, which is enough when rhs is *self or does not
+// overlap it; a partly overlapping rhs is first copied to a temporary (as
+// SimpleOp::Invoke does), so the common case stays copy-free.
+template <class F>
+void InPlace(NDArray* self, const NDArray& rhs, const char* name, F f) {
+  CheckSame(*self, rhs, name);
+  if (OverlapsPartly(*self, rhs)) {
+    const NDArray tmp = rhs.Copy();
+    BinaryInto(*self, tmp, self, name, f);
+    return;
+  }
+  BinaryInto(*self, rhs, self, name, f);
+}
+
+}  // namespace
+
 NDArray& NDArray::operator+=(const NDArray& rhs) {
-  BinaryInto(*this, rhs, this, "NDArray::operator+=", internal::Plus{});
+  InPlace(this, rhs, "NDArray::operator+=", internal::Plus{});
   return *this;
 }
 NDArray& NDArray::operator-=(const NDArray& rhs) {
-  BinaryInto(*this, rhs, this, "NDArray::operator-=", internal::Minus{});
+  InPlace(this, rhs, "NDArray::operator-=", internal::Minus{});
   return *this;
 }
 NDArray& NDArray::operator*=(const NDArray& rhs) {
-  BinaryInto(*this, rhs, this, "NDArray::operator*=", internal::Mul{});
+  InPlace(this, rhs, "NDArray::operator*=", internal::Mul{});
   return *this;
 }
 NDArray& NDArray::operator/=(const NDArray& rhs) {
-  BinaryInto(*this, rhs, this, "NDArray::operator/=", internal::Div{});
+  InPlace(this, rhs, "NDArray::operator/=", internal::Div{});
   return *this;
 }
 NDArray& NDArray::operator+=(double s) {

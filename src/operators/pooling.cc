@@ -1,6 +1,8 @@
 // Pooling: 2-D max or average pooling over NCHW input, with stride and
 // zero padding. Average pooling divides by the full window (padding
-// included). The backward pass needs the input, the output and out_grad.
+// included). The padding must be smaller than the kernel in each dimension
+// (as MXNet requires), so every window covers at least one input element.
+// The backward pass needs the input, the output and out_grad.
 #include <algorithm>
 #include <limits>
 #include <string>
@@ -27,7 +29,9 @@ struct PoolingParam {
           .add_enum("avg", kAvg)
           .set_default(kMax);
       s.Field("stride", &PoolingParam::stride).set_default(TShape{1, 1}).describe("step (h,w)");
-      s.Field("pad", &PoolingParam::pad).set_default(TShape{0, 0}).describe("zero padding (h,w)");
+      s.Field("pad", &PoolingParam::pad)
+          .set_default(TShape{0, 0})
+          .describe("zero padding (h,w), smaller than kernel in each dimension");
       return s;
     }();
     return s;
@@ -145,6 +149,15 @@ class PoolingProp final : public ParamProperty<PoolingProp, PoolingParam> {
     check("kernel", param_.kernel, 1);
     check("stride", param_.stride, 1);
     check("pad", param_.pad, 0);
+    // With pad >= kernel a window can lie entirely in the padding, where max
+    // pooling has no element to take (it returned -FLT_MAX). With pad <
+    // kernel the first window reaches row kernel - pad > 0 and the last one
+    // starts at most at height + pad - kernel < height, so each covers input.
+    if (param_.pad[0] >= param_.kernel[0] || param_.pad[1] >= param_.kernel[1]) {
+      throw ParamError(std::string(kName) + ": parameter 'pad' " + param_.pad.ToString() +
+                       " must be smaller than 'kernel' " + param_.kernel.ToString() +
+                       " in each dimension (else a window can lie entirely in the padding)");
+    }
   }
 
   bool InferShape(std::vector<TShape>* in_shape, std::vector<TShape>* out_shape,

@@ -28,8 +28,26 @@ TShape::index_t TShape::Size() const {
 }
 
 TShape::index_t TShape::ProdShape(int begin, int end) const {
+  // Negative dimensions first, and a zero anywhere makes the product 0, so
+  // the result does not depend on the order of the dimensions.
+  bool zero = false;
+  for (int i = begin; i < end; ++i) {
+    const index_t d = dims_[static_cast<std::size_t>(i)];
+    if (d < 0) {
+      throw std::invalid_argument("TShape: shape " + ToString() + " has a negative dimension (" +
+                                  std::to_string(d) + " at axis " + std::to_string(i) + ")");
+    }
+    zero = zero || d == 0;
+  }
+  if (zero) return 0;
   index_t p = 1;
-  for (int i = begin; i < end; ++i) p *= dims_[static_cast<std::size_t>(i)];
+  for (int i = begin; i < end; ++i) {
+    if (__builtin_mul_overflow(p, dims_[static_cast<std::size_t>(i)], &p) || p > kMaxSize) {
+      throw std::invalid_argument("TShape: the element count of shape " + ToString() +
+                                  " overflows (more than " + std::to_string(kMaxSize) +
+                                  " elements)");
+    }
+  }
   return p;
 }
 

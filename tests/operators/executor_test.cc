@@ -195,6 +195,26 @@ TEST_P(ExecutorTest, ShapeAndNameErrors) {
                std::invalid_argument);
 }
 
+// A variable that no operator reads and whose shape is not given: a
+// ShapeError naming it (before: "NDArray: cannot allocate shape ()", an
+// std::invalid_argument naming nothing). With its shape it is allocated.
+TEST_P(ExecutorTest, UnusedVariableWithoutShapeIsAShapeError) {
+  Graph g;
+  NodeEntry x = g.Variable("x");
+  g.Variable("unused");
+  NodeEntry y = g.Op("negative", "y", {}, {x});
+  try {
+    Executor exec(g, {y}, Options({{"x", {3}}}));
+    FAIL() << "expected a ShapeError";
+  } catch (const ShapeError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'unused'"));
+    EXPECT_THAT(e.what(), HasSubstr("variable"));
+    EXPECT_THAT(e.what(), HasSubstr("arg_shapes"));
+  }
+  Executor exec(g, {y}, Options({{"x", {3}}, {"unused", {2}}}));
+  EXPECT_EQ(exec.arg("unused").shape(), (TShape{2}));
+}
+
 TEST_P(ExecutorTest, MlpGradientMatchesFiniteDifferences) {
   // SoftmaxOutput ignores the head gradient (a loss layer): check a body
   // without it, with a sigmoid head.
@@ -403,6 +423,52 @@ TEST_P(ExecutorTest, ForwardFailureReachesOutputs) {
   run();
   EXPECT_EQ(CollectFailures(ex), 0);
   EXPECT_NO_THROW(engine()->WaitForAll());
+}
+
+// Backward() without head gradients uses ones every time, also after a
+// Backward(head_grads) (which used to leave its values in place for every
+// later Backward()).
+TEST_P(ExecutorTest, BackwardWithoutHeadGradsUsesOnesAgain) {
+  Graph g;
+  NodeEntry x = g.Variable("x");
+  NodeEntry y = g.Op("_mul_scalar", "y", {{"scalar", "2"}}, {x});  // dy/dx = 2
+  Executor exec(g, {y}, Options({{"x", {3}}}, kFloat32));
+  exec.Forward(true);
+  exec.Backward();
+  EXPECT_THAT(exec.grad("x").ToVector(), ::testing::ElementsAre(2, 2, 2));
+  std::vector<float> wv{5, 6, 7};
+  NDArray w(TShape{3}, Context::CPU(), engine());
+  w.SyncCopyFromCPU(wv.data(), wv.size());
+  for (int i = 0; i < 2; ++i) {
+    exec.Forward(true);
+    exec.Backward({w});
+    EXPECT_THAT(exec.grad("x").ToVector(), ::testing::ElementsAre(10, 12, 14));
+    exec.Forward(true);
+    exec.Backward();
+    EXPECT_THAT(exec.grad("x").ToVector(), ::testing::ElementsAre(2, 2, 2));
+    exec.Forward(true);
+    exec.Backward();
+    EXPECT_THAT(exec.grad("x").ToVector(), ::testing::ElementsAre(2, 2, 2));
+  }
+}
+
+// The same output given twice as a head: its head gradients would have to
+// be summed (before, the second silently overwrote the first); rejected,
+// naming the head.
+TEST_P(ExecutorTest, SameHeadTwiceIsRejected) {
+  Graph g;
+  NodeEntry x = g.Variable("x");
+  NodeEntry y = g.Op("_mul_scalar", "y", {{"scalar", "2"}}, {x});
+  NodeEntry z = g.Op("negative", "z", {}, {x});
+  try {
+    Executor exec(g, {y, z, y}, Options({{"x", {3}}}));
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'y_output'"));
+    EXPECT_THAT(e.what(), HasSubstr("twice"));
+  }
+  Executor exec(g, {y, z}, Options({{"x", {3}}}));
+  EXPECT_EQ(exec.outputs().size(), 2u);
 }
 
 DEPENGINE_INSTANTIATE_ENGINE_TEST(ExecutorTest);

@@ -47,6 +47,30 @@ TEST(TShapeTest, SizeToStringAndParse) {
   EXPECT_THROW(TShape::Parse("(-1)"), std::invalid_argument);
 }
 
+// Negative dimensions and element counts that overflow int64 (or whose byte
+// size would) are rejected, naming the shape, not wrapped.
+TEST(TShapeTest, SizeRejectsNegativeDimsAndOverflow) {
+  constexpr TShape::index_t kBig = (TShape::index_t{1} << 62) + 1;
+  auto expect_rejected = [](auto&& f, const std::string& shape) {
+    try {
+      f();
+      ADD_FAILURE() << "expected std::invalid_argument for " << shape;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_THAT(e.what(), HasSubstr(shape));
+    }
+  };
+  expect_rejected([&] { return TShape{kBig, 4}.Size(); }, "(4611686018427387905,4)");
+  expect_rejected([&] { return TShape{4, kBig}.ProdShape(0, 2); }, "(4,4611686018427387905)");
+  expect_rejected([&] { return TShape{2, kBig, 4}.FlatTo2D(); }, "(2,4611686018427387905,4)");
+  expect_rejected([&] { return TShape{-2, -3}.Size(); }, "(-2,-3)");
+  expect_rejected([&] { return TShape{0, -3}.Size(); }, "(0,-3)");
+  expect_rejected([&] { return TShape{TShape::kMaxSize + 1}.Size(); },
+                  "(" + std::to_string(TShape::kMaxSize + 1) + ",)");
+  EXPECT_EQ(TShape{TShape::kMaxSize}.Size(), TShape::kMaxSize);
+  EXPECT_EQ((TShape{0, kBig, kBig}.Size()), 0);  // a zero dimension: no overflow
+  EXPECT_EQ((TShape{kBig, 0}.ProdShape(1, 2)), 0);
+}
+
 TEST_P(NDArrayTest, FillCopyAndReadBack) {
   NDArray a(TShape{3, 4}, Context::CPU(), engine());
   EXPECT_EQ(a.Size(), 12u);
@@ -186,6 +210,66 @@ TEST_P(NDArrayTest, ErrorsNameShapes) {
   }
   EXPECT_THROW(NDArray(TShape{2}, Context::GPU(0), engine()), std::invalid_argument);
   EXPECT_THROW(NDArray(TShape(), Context::CPU(), engine()), std::invalid_argument);
+}
+
+// In-place arithmetic between overlapping views of one storage gives the
+// serial result, as if the right-hand side were read whole first (before,
+// a[1:4] += a[0:3] computed a running sum).
+TEST_P(NDArrayTest, InPlaceArithmeticOnOverlappingViewsIsSerial) {
+  NDArray a = Make({1, 2, 3, 4}, {4});
+  NDArray hi = a.Slice(1, 4);
+  hi += a.Slice(0, 3);
+  EXPECT_THAT(a.ToVector(), ::testing::ElementsAre(1, 3, 5, 7));
+  hi -= a.Slice(0, 3);  // {1, 3-1, 5-3, 7-5}
+  EXPECT_THAT(a.ToVector(), ::testing::ElementsAre(1, 2, 2, 2));
+  NDArray lo = a.Slice(0, 3);
+  lo += a.Slice(1, 4);  // the other direction: {1+2, 2+2, 2+2, 2}
+  EXPECT_THAT(a.ToVector(), ::testing::ElementsAre(3, 4, 4, 2));
+
+  NDArray b = Make({2, 2, 3, 3, 4, 4}, {3, 2});
+  NDArray rows = b.Slice(1, 3);
+  rows *= b.Slice(0, 2);
+  EXPECT_THAT(b.ToVector(), ::testing::ElementsAre(2, 2, 6, 6, 12, 12));
+  rows /= b.Slice(0, 2);  // {2, 2, 6/2, 6/2, 12/6, 12/6}
+  EXPECT_THAT(b.ToVector(), ::testing::ElementsAre(2, 2, 3, 3, 2, 2));
+
+  // A view over the same range (or the array itself) needs no copy and
+  // gives the elementwise result.
+  NDArray c = Make({1, 2, 3}, {3});
+  c += c;
+  c *= c.Reshape({3});
+  EXPECT_THAT(c.ToVector(), ::testing::ElementsAre(4, 16, 36));
+}
+
+// A shape whose element count (or byte size) overflows, or with negative
+// dimensions, is rejected by the constructor and Reshape with the shape in
+// the message; before, (2^62+1, 4) wrapped to 4 elements and Slice(100, 101)
+// wrote past the storage, and (2^61,) float64 allocated 64 bytes.
+TEST_P(NDArrayTest, RejectsNegativeAndOverflowingShapes) {
+  auto expect_rejected = [](auto&& f, const std::string& shape) {
+    try {
+      f();
+      ADD_FAILURE() << "expected std::invalid_argument for " << shape;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_THAT(e.what(), HasSubstr(shape));
+    }
+  };
+  constexpr TShape::index_t kBig = (TShape::index_t{1} << 62) + 1;
+  expect_rejected(
+      [&] {
+        return NDArray(TShape{kBig, 4}, Context::CPU(), engine());
+      },
+      "(4611686018427387905,4)");
+  expect_rejected(
+      [&] { return NDArray(TShape{TShape::index_t{1} << 61}, Context::CPU(), engine(), kFloat64); },
+      "(2305843009213693952,)");
+  expect_rejected([&] { return NDArray(TShape{-2, -3}, Context::CPU(), engine()); }, "(-2,-3)");
+  NDArray b(TShape{6}, Context::CPU(), engine());
+  expect_rejected([&] { return b.Reshape(TShape{-1, -6}); }, "(-1,-6)");
+  expect_rejected([&] { return b.Reshape(TShape{-6}); }, "(-6,)");
+  expect_rejected([&] { return b.Reshape(TShape{}); }, "()");
+  expect_rejected([&] { return b.data().Reshape(TShape{-2, -3}); }, "(-2,-3)");
+  EXPECT_EQ(b.Reshape(TShape{2, 3}).shape(), (TShape{2, 3}));
 }
 
 // A function that fails poisons the array it writes: WaitToRead rethrows.

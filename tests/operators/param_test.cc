@@ -3,7 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "depengine/operator.h"
+#include "depengine/optimizer.h"
 #include "depengine/simple_op.h"
 
 namespace depengine::test {
@@ -82,6 +85,56 @@ TEST(Params, MissingBadAndUnknownParametersNameEverything) {
         OperatorProperty::Create("Activation", {{"act_type", "relu"}, {"act_type", "tanh"}});
       }),
       HasSubstr("given twice"));
+}
+
+// NaN compares false against both bounds and used to pass every range
+// check; infinities are rejected by a bounded field too. The error names the
+// field and the value.
+TEST(Params, NanAndInfinityFailRangeChecks) {
+  for (const char* v : {"nan", "NaN", "-nan", "inf", "-inf", "infinity"}) {
+    SCOPED_TRACE(v);
+    EXPECT_THAT(ErrorOf<ParamError>([&] {
+                  OperatorProperty::Create("Dropout", {{"p", v}});
+                }),
+                AllOf(HasSubstr("Dropout"), HasSubstr("'p'"), HasSubstr("finite number in [0, 1]"),
+                      HasSubstr(std::string("got '") + v + "'")));
+    SGDParam s;
+    EXPECT_THAT(ErrorOf<ParamError>([&] {
+                  SGDParam::Schema().Init(&s, {{"momentum", v}}, "sgd");
+                }),
+                AllOf(HasSubstr("'momentum'"), HasSubstr(std::string("got '") + v + "'")));
+    EXPECT_THAT(ErrorOf<ParamError>([&] {
+                  SGDParam::Schema().Init(&s, {{"lr", v}}, "sgd");
+                }),
+                AllOf(HasSubstr("'lr'"), HasSubstr("finite number >= 0"),
+                      HasSubstr(std::string("got '") + v + "'")));
+  }
+  // An unbounded number field takes infinities but not NaN.
+  SGDParam s;
+  EXPECT_THAT(ErrorOf<ParamError>([&] {
+                SGDParam::Schema().Init(&s, {{"rescale_grad", "nan"}}, "sgd");
+              }),
+              AllOf(HasSubstr("'rescale_grad'"), HasSubstr("got 'nan'")));
+  SGDParam::Schema().Init(&s, {{"rescale_grad", "inf"}, {"momentum", "1"}, {"lr", "0"}}, "sgd");
+  EXPECT_TRUE(std::isinf(s.rescale_grad));
+  EXPECT_EQ(s.momentum, 1.0f);
+}
+
+// Pooling with pad >= kernel in a dimension has windows that lie entirely
+// in the padding (max pooling returned -FLT_MAX there): rejected, naming both
+// fields, as MXNet does.
+TEST(Params, PoolingPadMustBeSmallerThanKernel) {
+  EXPECT_THAT(ErrorOf<ParamError>([] {
+                OperatorProperty::Create("Pooling", {{"kernel", "(1,1)"}, {"pad", "(1,1)"}});
+              }),
+              AllOf(HasSubstr("Pooling"), HasSubstr("'pad' (1,1)"), HasSubstr("'kernel' (1,1)")));
+  EXPECT_THAT(ErrorOf<ParamError>([] {
+                OperatorProperty::Create("Pooling", {{"kernel", "(3,2)"}, {"pad", "(0,2)"}});
+              }),
+              AllOf(HasSubstr("'pad' (0,2)"), HasSubstr("'kernel' (3,2)")));
+  auto p = OperatorProperty::Create("Pooling",
+                                    {{"kernel", "(3,2)"}, {"pad", "(2,1)"}, {"pool_type", "max"}});
+  EXPECT_EQ(p->GetParams().at("pad"), "(2,1)");
 }
 
 TEST(Params, GetParamsRoundTrips) {
