@@ -47,24 +47,27 @@ TEST(TShapeTest, SizeToStringAndParse) {
   EXPECT_THROW(TShape::Parse("(-1)"), std::invalid_argument);
 }
 
+// Expects f() to raise std::invalid_argument whose message names `shape`.
+template <class F>
+void ExpectRejected(F&& f, const std::string& shape) {
+  try {
+    f();
+    ADD_FAILURE() << "expected std::invalid_argument for " << shape;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr(shape));
+  }
+}
+
 // Negative dimensions and element counts that overflow int64 (or whose byte
 // size would) are rejected, naming the shape, not wrapped.
 TEST(TShapeTest, SizeRejectsNegativeDimsAndOverflow) {
   constexpr TShape::index_t kBig = (TShape::index_t{1} << 62) + 1;
-  auto expect_rejected = [](auto&& f, const std::string& shape) {
-    try {
-      f();
-      ADD_FAILURE() << "expected std::invalid_argument for " << shape;
-    } catch (const std::invalid_argument& e) {
-      EXPECT_THAT(e.what(), HasSubstr(shape));
-    }
-  };
-  expect_rejected([&] { return TShape{kBig, 4}.Size(); }, "(4611686018427387905,4)");
-  expect_rejected([&] { return TShape{4, kBig}.ProdShape(0, 2); }, "(4,4611686018427387905)");
-  expect_rejected([&] { return TShape{2, kBig, 4}.FlatTo2D(); }, "(2,4611686018427387905,4)");
-  expect_rejected([&] { return TShape{-2, -3}.Size(); }, "(-2,-3)");
-  expect_rejected([&] { return TShape{0, -3}.Size(); }, "(0,-3)");
-  expect_rejected([&] { return TShape{TShape::kMaxSize + 1}.Size(); },
+  ExpectRejected([&] { return TShape{kBig, 4}.Size(); }, "(4611686018427387905,4)");
+  ExpectRejected([&] { return TShape{4, kBig}.ProdShape(0, 2); }, "(4,4611686018427387905)");
+  ExpectRejected([&] { return TShape{2, kBig, 4}.FlatTo2D(); }, "(2,4611686018427387905,4)");
+  ExpectRejected([&] { return TShape{-2, -3}.Size(); }, "(-2,-3)");
+  ExpectRejected([&] { return TShape{0, -3}.Size(); }, "(0,-3)");
+  ExpectRejected([&] { return TShape{TShape::kMaxSize + 1}.Size(); },
                   "(" + std::to_string(TShape::kMaxSize + 1) + ",)");
   EXPECT_EQ(TShape{TShape::kMaxSize}.Size(), TShape::kMaxSize);
   EXPECT_EQ((TShape{0, kBig, kBig}.Size()), 0);  // a zero dimension: no overflow
@@ -246,29 +249,21 @@ TEST_P(NDArrayTest, InPlaceArithmeticOnOverlappingViewsIsSerial) {
 // the message; before, (2^62+1, 4) wrapped to 4 elements and Slice(100, 101)
 // wrote past the storage, and (2^61,) float64 allocated 64 bytes.
 TEST_P(NDArrayTest, RejectsNegativeAndOverflowingShapes) {
-  auto expect_rejected = [](auto&& f, const std::string& shape) {
-    try {
-      f();
-      ADD_FAILURE() << "expected std::invalid_argument for " << shape;
-    } catch (const std::invalid_argument& e) {
-      EXPECT_THAT(e.what(), HasSubstr(shape));
-    }
-  };
   constexpr TShape::index_t kBig = (TShape::index_t{1} << 62) + 1;
-  expect_rejected(
+  ExpectRejected(
       [&] {
         return NDArray(TShape{kBig, 4}, Context::CPU(), engine());
       },
       "(4611686018427387905,4)");
-  expect_rejected(
+  ExpectRejected(
       [&] { return NDArray(TShape{TShape::index_t{1} << 61}, Context::CPU(), engine(), kFloat64); },
       "(2305843009213693952,)");
-  expect_rejected([&] { return NDArray(TShape{-2, -3}, Context::CPU(), engine()); }, "(-2,-3)");
+  ExpectRejected([&] { return NDArray(TShape{-2, -3}, Context::CPU(), engine()); }, "(-2,-3)");
   NDArray b(TShape{6}, Context::CPU(), engine());
-  expect_rejected([&] { return b.Reshape(TShape{-1, -6}); }, "(-1,-6)");
-  expect_rejected([&] { return b.Reshape(TShape{-6}); }, "(-6,)");
-  expect_rejected([&] { return b.Reshape(TShape{}); }, "()");
-  expect_rejected([&] { return b.data().Reshape(TShape{-2, -3}); }, "(-2,-3)");
+  ExpectRejected([&] { return b.Reshape(TShape{-1, -6}); }, "(-1,-6)");
+  ExpectRejected([&] { return b.Reshape(TShape{-6}); }, "(-6,)");
+  ExpectRejected([&] { return b.Reshape(TShape{}); }, "()");
+  ExpectRejected([&] { return b.data().Reshape(TShape{-2, -3}); }, "(-2,-3)");
   EXPECT_EQ(b.Reshape(TShape{2, 3}).shape(), (TShape{2, 3}));
 }
 
