@@ -162,8 +162,27 @@ struct ThreadedEngine::WorkerTls {
   int batch_size = 0;
   int completing = 0;
   void FlushBatch() {
-    if (batch_size > 0) pool->queue().PushBatch(batch, batch_size);
+    if (batch_size == 0) return;
+    if (continuation != nullptr) PromoteMostUrgent();
+    pool->queue().PushBatch(batch, batch_size);
     batch_size = 0;
+  }
+  // Among the blocks one completion made ready, the most urgent runs next:
+  // a batched block of higher priority than the continuation takes its
+  // place (the continuation passed MayBypass, so it does too). Done here
+  // rather than as each block is batched: PushBatch reads every batched
+  // block's priority anyway, so the scan takes no cache miss of its own,
+  // and DispatchToPool keeps touching only the pointer of a batched block.
+  void PromoteMostUrgent() {
+    int most_urgent = -1;
+    int priority = continuation->priority;
+    for (int i = 0; i < batch_size; ++i) {
+      if (batch[i]->priority > priority) {
+        most_urgent = i;
+        priority = batch[i]->priority;
+      }
+    }
+    if (most_urgent >= 0) std::swap(batch[most_urgent], continuation);
   }
   // Completions not yet subtracted from engine->pending_[slot]. Batching
   // them keeps the pending counters' cache line with the pushing thread.
@@ -852,17 +871,11 @@ void ThreadedEngine::RunInline(OprBlock* b) {
 void ThreadedEngine::DispatchToPool(OprBlock* b, WorkerPool* pool) {
   auto* w = static_cast<WorkerTls*>(tls_worker_raw);
   if (tls_may_continue && w != nullptr && w->pool == pool) {
-    if (w->continuation == nullptr) {
-      if (pool->queue().MayBypass(b->priority)) {
-        w->continuation = b;
-        return;
-      }
-    } else if (b->priority > w->continuation->priority) {
-      // Made ready by the same completion as the continuation, and more
-      // urgent: it runs next instead, and the one it displaces is queued
-      // (it had passed MayBypass, so b passes it too).
-      std::swap(b, w->continuation);
+    if (w->continuation == nullptr && pool->queue().MayBypass(b->priority)) {
+      w->continuation = b;
+      return;
     }
+    // Batched: a more urgent one displaces the continuation at the flush.
     if (w->completing > 0) {
       if (w->batch_size == WorkerTls::kMaxBatch) w->FlushBatch();
       w->batch[w->batch_size++] = b;
