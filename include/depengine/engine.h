@@ -266,7 +266,12 @@ struct EngineOptions {
   static EngineOptions FromEnv();
 };
 
-// Builds an engine. Raises std::invalid_argument for a negative thread count.
+// Builds an engine. Raises std::invalid_argument for a negative thread count,
+// and std::system_error, naming the pool, when the system refuses to start
+// one of the engine's worker threads. The per-device engine starts the pools
+// of other devices, and its CPU priority pool, at the first push that needs
+// them: such a push raises that std::system_error instead, queues nothing,
+// and the engine keeps working.
 std::unique_ptr<Engine> CreateEngine(const EngineOptions& options = {});
 
 // The name of an engine kind as DEPENGINE_ENGINE_TYPE spells it.

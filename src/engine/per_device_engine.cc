@@ -1,7 +1,8 @@
-// ThreadedEnginePerDevice: worker pools per device, created on first use and
-// kept in one table keyed by (pool kind, device id); a CPU priority pool
-// shared by all CPU devices; copy workers per GPU. Each GPU worker owns a
-// stream, handed to its functions in RunContext::stream.
+// ThreadedEnginePerDevice: worker pools per device, kept in one table keyed
+// by (pool kind, device id); a CPU priority pool shared by all CPU devices;
+// copy workers per GPU. Each GPU worker owns a stream, handed to its
+// functions in RunContext::stream. CPU(0)'s normal pool starts with the
+// engine, every other pool at the first push that needs it.
 #include <array>
 #include <atomic>
 #include <memory>
@@ -22,6 +23,8 @@ class PerDeviceEngine final : public ThreadedEngine {
     for (auto& row : table_) {
       for (auto& p : row) p.store(nullptr, std::memory_order_relaxed);
     }
+    // The default context's pool, so that a push to it never creates one.
+    (void)PoolFor(kCpuNormal, 0);
   }
 
   ~PerDeviceEngine() override {
@@ -31,26 +34,32 @@ class PerDeviceEngine final : public ThreadedEngine {
   }
 
  protected:
+  // Creates the pool at the push, so that a refused thread start reaches the
+  // pusher (std::system_error) before anything is queued; Dispatch then only
+  // ever finds published pools, and never creates one on a worker.
+  void EnsurePool(const Context& ctx, FnProperty prop) override { (void)Route(ctx, prop); }
+
   void Dispatch(OprBlock* b) override {
-    const FnProperty prop = b->prop();
-    if (prop == FnProperty::kAsync) {
+    WorkerPool* pool = Route(b->ctx, b->prop());
+    if (pool == nullptr) {
       RunInline(b);
-      return;
+    } else {
+      DispatchToPool(b, pool);
     }
-    const Context& ctx = b->ctx;
-    if (ctx.dev_type != DeviceType::kGPU) {
-      if (prop == FnProperty::kCPUPrioritized) {
-        DispatchToPool(b, PriorityPool());
-      } else {
-        DispatchToPool(b, PoolFor(kCpuNormal, ctx.dev_id));
-      }
-      return;
-    }
-    const bool copy = prop == FnProperty::kCopyFromGPU || prop == FnProperty::kCopyToGPU;
-    DispatchToPool(b, PoolFor(copy ? kGpuCopy : kGpuNormal, ctx.dev_id));
   }
 
  private:
+  // Where a function of this context and property runs: nullptr for kAsync
+  // (inline, on the thread that made it ready).
+  WorkerPool* Route(const Context& ctx, FnProperty prop) {
+    if (prop == FnProperty::kAsync) return nullptr;
+    if (ctx.dev_type != DeviceType::kGPU) {
+      return prop == FnProperty::kCPUPrioritized ? PriorityPool() : PoolFor(kCpuNormal, ctx.dev_id);
+    }
+    const bool copy = prop == FnProperty::kCopyFromGPU || prop == FnProperty::kCopyToGPU;
+    return PoolFor(copy ? kGpuCopy : kGpuNormal, ctx.dev_id);
+  }
+
   WorkerPool* PoolFor(PoolKind kind, int dev_id) {
     // acquire: pairs with the release store that publishes a new pool.
     WorkerPool* p = table_[kind][dev_id].load(std::memory_order_acquire);

@@ -589,7 +589,10 @@ void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx
                                  const std::vector<VarHandle>& const_vars,
                                  const std::vector<VarHandle>& mutable_vars, FnProperty prop,
                                  int priority, const char* name, OprKind kind, const char* call) {
-  if (ctx.dev_type != DeviceType::kCPU || ctx.dev_id != 0) CheckContext(ctx, call);
+  if (ctx.dev_type != DeviceType::kCPU || ctx.dev_id != 0 || prop == FnProperty::kCPUPrioritized) {
+    CheckContext(ctx, call);
+    EnsurePool(ctx, prop);
+  }
   if (kind == OprKind::kUser) CheckPriority(priority, call);
   CheckVarCount(const_vars.size() + mutable_vars.size(), call);
   PrefetchVars(const_vars, mutable_vars);
@@ -660,7 +663,11 @@ void ThreadedEngine::Push(OprHandle op, Context exec_ctx, int priority, bool pro
   if (op->magic.load(std::memory_order_relaxed) != Opr::kLive || op->engine != this) {
     throw std::logic_error("Push: operator was deleted or belongs to another engine");
   }
-  if (exec_ctx.dev_type != DeviceType::kCPU || exec_ctx.dev_id != 0) CheckContext(exec_ctx, call);
+  if (exec_ctx.dev_type != DeviceType::kCPU || exec_ctx.dev_id != 0 ||
+      op->prop == FnProperty::kCPUPrioritized) {
+    CheckContext(exec_ctx, call);
+    EnsurePool(exec_ctx, op->prop);
+  }
   CheckPriority(priority, call);
   const char* name = op->name;  // see DeleteOperator: read before the Opr may be freed
   if (op->pushed.fetch_add(1, std::memory_order_acq_rel) & Opr::kDeleteRequested) {

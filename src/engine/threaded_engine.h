@@ -57,6 +57,13 @@ class ThreadedEngine : public Engine {
   // Sends a ready block where it runs. Called by whichever thread made it
   // ready: a pusher, a worker, or a thread calling a callback.
   virtual void Dispatch(OprBlock* b) = 0;
+  // Called by a push whose context is not CPU(0) or whose property is
+  // kCPUPrioritized, after the checks and before anything is counted: an
+  // engine kind that creates pools on demand creates the one Dispatch will
+  // use for such a function here, so that a failure (std::system_error: the
+  // system refused a thread) is the pusher's. Pools for CPU(0)'s other
+  // properties must exist from the engine's construction.
+  virtual void EnsurePool(const Context& /*ctx*/, FnProperty /*prop*/) {}
 
   // Runs `b` on the calling thread now, or after the function this thread is
   // already running inline for this engine (a trampoline: no deep recursion).

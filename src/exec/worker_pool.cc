@@ -2,9 +2,33 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <string>
+#include <system_error>
 #include <utility>
 
 namespace depengine::internal {
+namespace {
+// Starts left before LimitThreadStartsForTesting's refusals begin; < 0: no
+// limit. Relaxed: tests set it before they create pools, on the same thread.
+std::atomic<int> g_thread_starts_left{-1};
+
+void StartThread(std::vector<std::thread>& threads, std::function<void()> run) {
+  int left = g_thread_starts_left.load(std::memory_order_relaxed);
+  while (left >= 0) {
+    if (left == 0) throw std::system_error(EAGAIN, std::generic_category());
+    if (g_thread_starts_left.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) {
+      break;
+    }
+  }
+  threads.emplace_back(std::move(run));
+}
+}  // namespace
+
+void LimitThreadStartsForTesting(int n) {
+  g_thread_starts_left.store(n < 0 ? -1 : n, std::memory_order_relaxed);
+}
 
 WorkerPool::WorkerPool(std::string name, int nthreads, std::function<void(WorkerPool&, int)> body)
     : name_(std::move(name)),
@@ -12,7 +36,20 @@ WorkerPool::WorkerPool(std::string name, int nthreads, std::function<void(Worker
       creator_pid_(getpid()) {
   threads_->reserve(static_cast<std::size_t>(nthreads));
   for (int i = 0; i < nthreads; ++i) {
-    threads_->emplace_back([this, i, body]() { body(*this, i); });
+    try {
+      StartThread(*threads_, [this, i, body]() { body(*this, i); });
+    } catch (...) {
+      // The destructor will not run: undo what the constructor did so far.
+      queue_->Stop();
+      for (auto& t : *threads_) t.join();
+      try {
+        throw;
+      } catch (const std::system_error& e) {
+        throw std::system_error(e.code(), "depengine: worker pool '" + name_ +
+                                              "' could not start thread " + std::to_string(i + 1) +
+                                              " of " + std::to_string(nthreads));
+      }
+    }
   }
 }
 

@@ -17,7 +17,10 @@ namespace depengine::internal {
 
 class WorkerPool {
  public:
-  // Starts `nthreads` threads, each running body(*this, index).
+  // Starts `nthreads` threads, each running body(*this, index). When a
+  // thread cannot be started (the system refuses it: EAGAIN, no memory for
+  // its stack), stops and joins the threads already started and raises
+  // std::system_error naming the pool and the thread.
   WorkerPool(std::string name, int nthreads, std::function<void(WorkerPool&, int)> body);
   // Stops the queue and joins the threads; blocks still queued are run
   // first (the engine drains before it destroys pools).
@@ -41,5 +44,10 @@ class WorkerPool {
   std::unique_ptr<std::vector<std::thread>> threads_;
   const pid_t creator_pid_;
 };
+
+// For tests: after `n` more thread starts (in any pool), every start fails
+// as if the system refused it, until called again with n < 0 (the default:
+// no limit). Lets tests reach the refusal paths deterministically.
+void LimitThreadStartsForTesting(int n);
 
 }  // namespace depengine::internal
