@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/seq_cst_fence.h"
+
 namespace depengine::internal {
 namespace {
 
@@ -47,7 +49,7 @@ void InFlightLimiter::WaitForRoom() {
   waiters_.fetch_add(1, std::memory_order_seq_cst);
   // Pairs with the fence in IdleNotify (and Release's seq_cst add): either
   // the releaser sees this waiter, or the sums below see its release.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  SeqCstFence();
   {
     MutexLock lock(mu_);
     for (;;) {
@@ -69,7 +71,7 @@ void InFlightLimiter::Release() {
 }
 
 void InFlightLimiter::IdleNotify() {
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // see WaitForRoom
+  SeqCstFence();  // see WaitForRoom
   if (waiters_.load(std::memory_order_relaxed) > 0) Notify();
 }
 
