@@ -188,7 +188,7 @@ class Engine {
   static Engine* Get();
   // A shared reference to Get()'s engine, for singletons that must be
   // destroyed before it. Most users should not call this. Raises
-  // std::logic_error once the engine is being destroyed at exit.
+  // std::logic_error once the engine is being destroyed at exit, or has been.
   static std::shared_ptr<Engine> _GetSharedRef();
 
   // PushAsync for a synchronous function: finished when `exec_fn` returns
