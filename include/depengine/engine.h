@@ -72,7 +72,8 @@ using OprHandle = Opr*;
 // once, from any thread, at any time after the function started.
 // Passing a non-null `error` fails the function: every var it writes is
 // marked failed (see Engine::WaitForVar). A second call raises
-// std::logic_error and changes nothing.
+// std::logic_error and changes nothing. (A callback made by
+// Engine::CreateCallback finishes no function: see there.)
 // Memory ordering: whatever the caller did before the call is visible to
 // every later function that uses a var the function writes or reads.
 class CallbackOnComplete {
@@ -200,6 +201,8 @@ class Engine {
   }
 
   // Makes a callback that calls `callback(this, param)` (the seed's form).
+  // It finishes no function of the engine: each call calls `callback` again
+  // (a second call is not detected), and an `error` passed to it is ignored.
   CallbackOnComplete CreateCallback(void (*callback)(Engine*, void*), void* param) {
     CallbackOnComplete ret;
     ret.callback_ = callback;
@@ -261,8 +264,9 @@ struct EngineOptions {
   // alias ThreadedEngine, ThreadedEnginePerDevice),
   // DEPENGINE_CPU_WORKER_NTHREADS, DEPENGINE_CPU_PRIORITY_NTHREADS,
   // DEPENGINE_GPU_WORKER_NTHREADS, DEPENGINE_GPU_COPY_NTHREADS,
-  // DEPENGINE_MAX_IN_FLIGHT and DEPENGINE_SIMULATED_GPUS. An unknown value
-  // raises std::invalid_argument naming the variable and what it accepts.
+  // DEPENGINE_MAX_IN_FLIGHT, DEPENGINE_SIMULATED_GPUS, DEPENGINE_PROFILE and
+  // DEPENGINE_WATCHDOG_SECONDS. An unknown value raises
+  // std::invalid_argument naming the variable and what it accepts.
   static EngineOptions FromEnv();
 };
 
