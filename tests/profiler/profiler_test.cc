@@ -494,6 +494,48 @@ bool ValidUtf8(const std::string& s) {
   return true;
 }
 
+// Bug: a name holding '|' or a line break was written into the Markdown
+// table as it was, which split its row into extra cells or two lines.
+TEST_P(ProfilerTest, StatsTableKeepsEachNameInItsOwnCell) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  for (const char* name : {"a|b", "two\nlines", "cr\rname", "plain"}) {
+    e->PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kNormal, 0, name);
+  }
+  e->WaitForAll();
+  std::ostringstream table;
+  DumpProfileStats(*e, table);
+  std::istringstream lines(table.str());
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(lines, line);) rows.push_back(line);
+  ASSERT_EQ(rows.size(), 2u + 4u) << table.str();  // header, rule, one row per name
+  std::set<std::string> names;
+  for (std::size_t i = 2; i < rows.size(); ++i) {
+    // Cells end at a '|' that is not escaped; every row has the header's 11.
+    std::vector<std::string> cells;
+    std::string cell;
+    for (std::size_t j = 1; j < rows[i].size(); ++j) {
+      if (rows[i][j] == '\\' && j + 1 < rows[i].size() && rows[i][j + 1] == '|') {
+        cell += '|';
+        ++j;
+      } else if (rows[i][j] == '|') {
+        cells.push_back(cell);
+        cell.clear();
+      } else if (rows[i][j] == '\r') {
+        cell += "<CR>";  // a raw carriage return would also end the line for a reader
+      } else {
+        cell += rows[i][j];
+      }
+    }
+    ASSERT_EQ(cells.size(), 11u) << rows[i];
+    names.insert(cells[0]);
+  }
+  EXPECT_EQ(names, (std::set<std::string>{" a|b ", " two lines ", " cr name ", " plain "}));
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+}
+
 // Bug: names were copied into the JSON byte for byte, so a name that is not
 // valid UTF-8 made the trace and the stats JSON invalid. Invalid bytes now
 // become U+FFFD; valid multi-byte characters are kept.
