@@ -144,7 +144,10 @@ class Engine {
   // called, or, when the body itself calls it, once the body returns (so an
   // exception the body throws after calling it still fails the function).
   // An exception thrown after a callback called elsewhere finished the
-  // function reaches only WaitForAll. Returns at once (unless
+  // function reaches only WaitForAll, and only once the body has returned:
+  // WaitForAll does not wait for that body (the function is already
+  // finished), so one that returns before the throw is caught does not
+  // report it; the next one does. Returns at once (unless
   // EngineOptions::max_in_flight is reached).
   // Memory ordering: whatever a function did before it finished is visible
   // to every later function that uses one of its written vars, and to the
