@@ -493,6 +493,37 @@ TEST_P(BadInputTest, NegativeThreadCountIsRejected) {
   }
 }
 
+// docs/reliability.md: a negative thread count is reported with the
+// variable, the value and what it accepts. The message named none of the
+// fields nor the value ("thread counts and simulated_gpus must be >= 0").
+TEST_P(BadInputTest, NegativeThreadCountNamesTheFieldAndTheValue) {
+  const char* const fields[] = {"cpu_worker_threads", "cpu_priority_threads", "gpu_worker_threads",
+                                "gpu_copy_threads", "simulated_gpus"};
+  for (int field = 0; field < 5; ++field) {
+    EngineOptions o = Options();
+    switch (field) {
+      case 0:
+        o.cpu_worker_threads = -3;
+        break;
+      case 1:
+        o.cpu_priority_threads = -3;
+        break;
+      case 2:
+        o.gpu_worker_threads = -3;
+        break;
+      case 3:
+        o.gpu_copy_threads = -3;
+        break;
+      default:
+        o.simulated_gpus = -3;
+        break;
+    }
+    EXPECT_THAT(MessageOf<std::invalid_argument>([&] { CreateEngine(o); }),
+                AllOf(HasSubstr(std::string(fields[field]) + " = -3"), HasSubstr(">= 0")))
+        << fields[field];
+  }
+}
+
 TEST_P(BadInputTest, BadOperatorHandlesAreRejected) {
   PendingWork pending(engine());
   VarHandle v = engine().NewVariable();

@@ -6,6 +6,11 @@
 //                                       engine drains at exit calls Engine::Get()
 //   exit_scenarios shared-ref-at-exit   ... builds a singleton that takes
 //                                       Engine::_GetSharedRef()
+//   exit_scenarios shared-ref-after-exit
+//                                       a static built before the process-wide
+//                                       engine calls Engine::_GetSharedRef()
+//                                       from its destructor, after the
+//                                       engine's
 //   exit_scenarios last-ref-in-closure KIND sync|async
 //                                       the engine's last shared_ptr is in a
 //                                       function's closure
@@ -66,6 +71,26 @@ int SharedRefAtExit() {
   return 0;
 }
 
+// Built before the process-wide engine, so destroyed after it at exit.
+struct LateAtExit {
+  ~LateAtExit() {
+    try {
+      std::shared_ptr<Engine> e = Engine::_GetSharedRef();
+      std::fprintf(stderr, "exit: _GetSharedRef() accepted after the engine was destroyed\n");
+    } catch (const std::logic_error& error) {
+      std::fprintf(stderr, "exit: _GetSharedRef() refused: %s\n", error.what());
+    }
+  }
+};
+
+int SharedRefAfterExit() {
+  static LateAtExit late;
+  Engine* e = Engine::Get();
+  e->PushSync([](RunContext) {}, Context::CPU(), {}, {});
+  e->WaitForAll();
+  return 0;
+}
+
 int LastRefInClosure(int kind, bool async) {
   EngineOptions options;
   options.kind = static_cast<EngineKind>(kind);
@@ -94,6 +119,7 @@ int LastRefInClosure(int kind, bool async) {
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "get-at-exit") == 0) return GetAtExit();
   if (argc >= 2 && std::strcmp(argv[1], "shared-ref-at-exit") == 0) return SharedRefAtExit();
+  if (argc >= 2 && std::strcmp(argv[1], "shared-ref-after-exit") == 0) return SharedRefAfterExit();
   if (argc >= 4 && std::strcmp(argv[1], "last-ref-in-closure") == 0) {
     return LastRefInClosure(std::atoi(argv[2]), std::strcmp(argv[3], "async") == 0);
   }

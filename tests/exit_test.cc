@@ -52,6 +52,20 @@ TEST(ExitTest, SharedRefRequestedWhileTheEngineIsDestroyedAtExitIsRefused) {
   }
 }
 
+// Bug: _GetSharedRef() read the process-wide engine's weak reference, a
+// member of an object destroyed at exit, so a static destructor that ran
+// after it (an object built before the engine) read freed memory
+// (AddressSanitizer: heap-use-after-free) instead of being refused.
+TEST(ExitTest, SharedRefRequestedAfterTheEngineWasDestroyedAtExitIsRefused) {
+  for (const char* type : {"NaiveEngine", "ThreadedEnginePooled", "ThreadedEnginePerDevice"}) {
+    const Outcome r =
+        RunScenario(std::string("DEPENGINE_ENGINE_TYPE=") + type, "shared-ref-after-exit");
+    EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << type << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("_GetSharedRef() refused")) << type << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("being destroyed at exit")) << type;
+  }
+}
+
 // Destroying an engine from inside its own function cannot finish (it
 // would wait for that function): it must say so and end the process, not
 // hang. timeout(1) reports a child killed by SIGABRT as 128 + 6.

@@ -3,13 +3,22 @@
 one row per thread, one box per function, for documentation pictures.
 Usage: trace_to_svg.py TRACE.json OUT.svg"""
 import json
+import re
 import sys
+from xml.sax.saxutils import escape
 
-trace = json.load(open(sys.argv[1]))["traceEvents"]
+
+def text(s):
+    """`s` as XML character data: markup escaped, and characters XML 1.0 does
+    not allow (control characters a function name may hold) replaced."""
+    return escape(re.sub("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]", "\ufffd", str(s)))
+
+
+trace = json.load(open(sys.argv[1], encoding="utf-8"))["traceEvents"]
 rows = {e["tid"]: e["args"]["name"] for e in trace if e.get("ph") == "M" and e.get("name") == "thread_name"}
 fns = [e for e in trace if e.get("ph") == "X"]
-t0 = min(e["ts"] for e in fns)
-t1 = max(e["ts"] + e["dur"] for e in fns)
+t0 = min((e["ts"] for e in fns), default=0)
+t1 = max((e["ts"] + e["dur"] for e in fns), default=0)
 used = sorted({e["tid"] for e in fns})
 width, label_w, row_h = 1000, 130, 26
 scale = (width - label_w - 10) / max(t1 - t0, 1e-9)
@@ -20,7 +29,7 @@ out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{row_h 
        f'<text x="4" y="{row_h * len(used) + 30}">{t1 - t0:.1f} us, {len(fns)} functions</text>']
 for i, tid in enumerate(used):
     y = 10 + i * row_h
-    out.append(f'<text x="4" y="{y + 16}">{rows.get(tid, tid)}</text>')
+    out.append(f'<text x="4" y="{y + 16}">{text(rows.get(tid, tid))}</text>')
     out.append(f'<line x1="{label_w}" y1="{y + row_h - 2}" x2="{width}" y2="{y + row_h - 2}" stroke="#ddd"/>')
 for e in fns:
     y = 10 + used.index(e["tid"]) * row_h
@@ -28,11 +37,11 @@ for e in fns:
     x = label_w + (e["ts"] - t0) * scale
     w = max(e["dur"] * scale, 0.8)
     out.append(f'<rect x="{x:.2f}" y="{y + 3}" width="{w:.2f}" height="{row_h - 8}" fill="{c}">'
-               f'<title>{e["name"]} {e["dur"]:.2f} us</title></rect>')
+               f'<title>{text(e["name"])} {e["dur"]:.2f} us</title></rect>')
 legend_x = label_w
 for name, c in colors.items():
     out.append(f'<rect x="{legend_x}" y="{row_h * len(used) + 20}" width="10" height="10" fill="{c}"/>'
-               f'<text x="{legend_x + 14}" y="{row_h * len(used) + 29}">{name}</text>')
+               f'<text x="{legend_x + 14}" y="{row_h * len(used) + 29}">{text(name)}</text>')
     legend_x += 16 + 7 * len(name)
 out.append("</svg>")
-open(sys.argv[2], "w").write("\n".join(out))
+open(sys.argv[2], "w", encoding="utf-8").write("\n".join(out))

@@ -72,7 +72,8 @@ using OprHandle = Opr*;
 // once, from any thread, at any time after the function started.
 // Passing a non-null `error` fails the function: every var it writes is
 // marked failed (see Engine::WaitForVar). A second call raises
-// std::logic_error and changes nothing.
+// std::logic_error and changes nothing. (A callback made by
+// Engine::CreateCallback finishes no function: see there.)
 // Memory ordering: whatever the caller did before the call is visible to
 // every later function that uses a var the function writes or reads.
 class CallbackOnComplete {
@@ -143,7 +144,10 @@ class Engine {
   // called, or, when the body itself calls it, once the body returns (so an
   // exception the body throws after calling it still fails the function).
   // An exception thrown after a callback called elsewhere finished the
-  // function reaches only WaitForAll. Returns at once (unless
+  // function reaches only WaitForAll, and only once the body has returned:
+  // WaitForAll does not wait for that body (the function is already
+  // finished), so one that returns before the throw is caught does not
+  // report it; the next one does. Returns at once (unless
   // EngineOptions::max_in_flight is reached).
   // Memory ordering: whatever a function did before it finished is visible
   // to every later function that uses one of its written vars, and to the
@@ -188,7 +192,7 @@ class Engine {
   static Engine* Get();
   // A shared reference to Get()'s engine, for singletons that must be
   // destroyed before it. Most users should not call this. Raises
-  // std::logic_error once the engine is being destroyed at exit.
+  // std::logic_error once the engine is being destroyed at exit, or has been.
   static std::shared_ptr<Engine> _GetSharedRef();
 
   // PushAsync for a synchronous function: finished when `exec_fn` returns
@@ -200,6 +204,8 @@ class Engine {
   }
 
   // Makes a callback that calls `callback(this, param)` (the seed's form).
+  // It finishes no function of the engine: each call calls `callback` again
+  // (a second call is not detected), and an `error` passed to it is ignored.
   CallbackOnComplete CreateCallback(void (*callback)(Engine*, void*), void* param) {
     CallbackOnComplete ret;
     ret.callback_ = callback;
@@ -261,8 +267,9 @@ struct EngineOptions {
   // alias ThreadedEngine, ThreadedEnginePerDevice),
   // DEPENGINE_CPU_WORKER_NTHREADS, DEPENGINE_CPU_PRIORITY_NTHREADS,
   // DEPENGINE_GPU_WORKER_NTHREADS, DEPENGINE_GPU_COPY_NTHREADS,
-  // DEPENGINE_MAX_IN_FLIGHT and DEPENGINE_SIMULATED_GPUS. An unknown value
-  // raises std::invalid_argument naming the variable and what it accepts.
+  // DEPENGINE_MAX_IN_FLIGHT, DEPENGINE_SIMULATED_GPUS, DEPENGINE_PROFILE and
+  // DEPENGINE_WATCHDOG_SECONDS. An unknown value raises
+  // std::invalid_argument naming the variable and what it accepts.
   static EngineOptions FromEnv();
 };
 

@@ -32,9 +32,10 @@ bool IsProfiling(const Engine& engine);
 void DumpProfile(Engine& engine, const std::string& path);
 
 // Per function name: count, total, mean, p50, p99 and max of run time and
-// of queue wait (time from ready to start), in microseconds. Writes a table
-// to `table` (in decimal, 3 decimals; the stream's format flags and
-// precision are left as they were) and, when `json_path` is not empty, the
+// of queue wait (time from ready to start), in microseconds. Writes a
+// Markdown table to `table` (in decimal, 3 decimals; the stream's format
+// flags and precision are left as they were; a '|' in a name is written
+// "\|" and a line break as a space) and, when `json_path` is not empty, the
 // same as JSON. Raises std::runtime_error when the JSON file cannot be
 // written.
 void DumpProfileStats(Engine& engine, std::ostream& table, const std::string& json_path = "");

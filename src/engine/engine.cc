@@ -51,8 +51,9 @@ namespace {
 // then would bring its count back from zero and destroy the engine twice).
 class GlobalEngine {
  public:
-  GlobalEngine()
-      : ref_(CreateEngine(EngineOptions::FromEnv()).release()), raw_(ref_.get()), weak_(ref_) {}
+  GlobalEngine() : ref_(CreateEngine(EngineOptions::FromEnv()).release()), raw_(ref_.get()) {
+    Weak() = ref_;
+  }
   ~GlobalEngine() {
     // The engine dies with the last reference, here or in a singleton that
     // took one through _GetSharedRef() and is destroyed later.
@@ -63,14 +64,17 @@ class GlobalEngine {
   GlobalEngine& operator=(const GlobalEngine&) = delete;
 
   Engine* raw() const { return raw_; }
-  std::shared_ptr<Engine> Shared() const {
-    std::shared_ptr<Engine> ref = weak_.lock();
-    if (ref == nullptr) {
-      throw std::logic_error(
-          "Engine::_GetSharedRef: the process-wide engine is being destroyed at exit; take the "
-          "reference before exit begins");
-    }
-    return ref;
+
+  // The engine, while it lives. Never destroyed, so that a static
+  // destructor that runs after ~GlobalEngine (an object built before the
+  // engine) still finds the weak reference and is refused, instead of
+  // reading a destroyed one. Written once, by the constructor, under the
+  // static initialization of Global(), which every reader goes through
+  // first; lock() is thread-safe: _GetSharedRef may be called from any
+  // thread.
+  static std::weak_ptr<Engine>& Weak() {
+    static auto* const weak = new std::weak_ptr<Engine>();  // never deleted (see above)
+    return *weak;
   }
 
  private:
@@ -78,8 +82,6 @@ class GlobalEngine {
   // initialization and destruction are not concurrent with each other).
   std::shared_ptr<Engine> ref_;
   Engine* const raw_;
-  // lock() is thread-safe: _GetSharedRef may be called from any thread.
-  const std::weak_ptr<Engine> weak_;
 };
 
 GlobalEngine& Global() {
@@ -91,7 +93,16 @@ GlobalEngine& Global() {
 
 }  // namespace
 
-std::shared_ptr<Engine> Engine::_GetSharedRef() { return Global().Shared(); }
+std::shared_ptr<Engine> Engine::_GetSharedRef() {
+  Global();  // builds the engine on first use; touches nothing of a destroyed one
+  std::shared_ptr<Engine> ref = GlobalEngine::Weak().lock();
+  if (ref == nullptr) {
+    throw std::logic_error(
+        "Engine::_GetSharedRef: the process-wide engine is being destroyed at exit; take the "
+        "reference before exit begins");
+  }
+  return ref;
+}
 
 Engine* Engine::Get() { return Global().raw(); }
 

@@ -263,10 +263,18 @@ ThreadedEngine::ThreadedEngine(const EngineOptions& options)
       watchdog_(options.watchdog_seconds > 0 ? std::make_unique<Watchdog>(options.watchdog_seconds)
                                              : nullptr) {
   profile_all_.store(!options.profile_path.empty(), std::memory_order_relaxed);
-  if (options.cpu_worker_threads < 0 || options.cpu_priority_threads < 0 ||
-      options.gpu_worker_threads < 0 || options.gpu_copy_threads < 0 ||
-      options.simulated_gpus < 0) {
-    throw std::invalid_argument("CreateEngine: thread counts and simulated_gpus must be >= 0");
+  const std::pair<const char*, int> counts[] = {
+      {"cpu_worker_threads", options.cpu_worker_threads},
+      {"cpu_priority_threads", options.cpu_priority_threads},
+      {"gpu_worker_threads", options.gpu_worker_threads},
+      {"gpu_copy_threads", options.gpu_copy_threads},
+      {"simulated_gpus", options.simulated_gpus}};
+  for (const auto& [name, value] : counts) {
+    if (value < 0) {
+      throw std::invalid_argument(std::string("CreateEngine: EngineOptions::") + name + " = " +
+                                  std::to_string(value) +
+                                  ": thread counts and simulated_gpus must be >= 0 (0 = default)");
+    }
   }
 }
 

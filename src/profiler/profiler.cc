@@ -122,6 +122,23 @@ std::string JsonString(const std::string& s) {
   return out + "\"";
 }
 
+// `s` as one cell of a Markdown table row: a '|' would end the cell and a
+// line break the row, so they are written as "\|" and as a space.
+std::string MarkdownCell(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    if (c == '|') {
+      out += "\\|";
+    } else if (c == '\n' || c == '\r') {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string VarList(const std::vector<std::uint64_t>& ids) {
   std::string out = "[";
   for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -474,9 +491,9 @@ void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {
              "wait mean | wait p50 | wait p99 | wait max |\n"
              "|---|---|---|---|---|---|---|---|---|---|---|\n";
     for (const Row& r : rows) {
-      table << "| " << r.name << " | " << r.count << " | " << r.total << " | " << r.mean << " | "
-            << r.p50 << " | " << r.p99 << " | " << r.max << " | " << r.wmean << " | " << r.wp50
-            << " | " << r.wp99 << " | " << r.wmax << " |\n";
+      table << "| " << MarkdownCell(r.name) << " | " << r.count << " | " << r.total << " | "
+            << r.mean << " | " << r.p50 << " | " << r.p99 << " | " << r.max << " | " << r.wmean
+            << " | " << r.wp50 << " | " << r.wp99 << " | " << r.wmax << " |\n";
     }
   }
   if (json_path.empty()) return;

@@ -494,6 +494,48 @@ bool ValidUtf8(const std::string& s) {
   return true;
 }
 
+// Bug: a name holding '|' or a line break was written into the Markdown
+// table as it was, which split its row into extra cells or two lines.
+TEST_P(ProfilerTest, StatsTableKeepsEachNameInItsOwnCell) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  for (const char* name : {"a|b", "two\nlines", "cr\rname", "plain"}) {
+    e->PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kNormal, 0, name);
+  }
+  e->WaitForAll();
+  std::ostringstream table;
+  DumpProfileStats(*e, table);
+  std::istringstream lines(table.str());
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(lines, line);) rows.push_back(line);
+  ASSERT_EQ(rows.size(), 2u + 4u) << table.str();  // header, rule, one row per name
+  std::set<std::string> names;
+  for (std::size_t i = 2; i < rows.size(); ++i) {
+    // Cells end at a '|' that is not escaped; every row has the header's 11.
+    std::vector<std::string> cells;
+    std::string cell;
+    for (std::size_t j = 1; j < rows[i].size(); ++j) {
+      if (rows[i][j] == '\\' && j + 1 < rows[i].size() && rows[i][j + 1] == '|') {
+        cell += '|';
+        ++j;
+      } else if (rows[i][j] == '|') {
+        cells.push_back(cell);
+        cell.clear();
+      } else if (rows[i][j] == '\r') {
+        cell += "<CR>";  // a raw carriage return would also end the line for a reader
+      } else {
+        cell += rows[i][j];
+      }
+    }
+    ASSERT_EQ(cells.size(), 11u) << rows[i];
+    names.insert(cells[0]);
+  }
+  EXPECT_EQ(names, (std::set<std::string>{" a|b ", " two lines ", " cr name ", " plain "}));
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+}
+
 // Bug: names were copied into the JSON byte for byte, so a name that is not
 // valid UTF-8 made the trace and the stats JSON invalid. Invalid bytes now
 // become U+FFFD; valid multi-byte characters are kept.
@@ -609,6 +651,53 @@ TEST_P(ProfilerTest, QueueDepthCountsTheProfiledFunctionsWaiting) {
     e->WaitForAll();
     std::remove(path.c_str());
   }
+}
+
+// Bug: tools/trace_to_svg.py wrote function and row names into the SVG as
+// they were, so a name holding markup (`<`, `&`) or a control character made
+// an SVG that no XML parser accepts; and a trace with no function made it
+// crash (min() of nothing).
+TEST_P(ProfilerTest, TraceToSvgGivesWellFormedSvg) {
+#if defined(DEPENGINE_PYTHON) && defined(DEPENGINE_TRACE_TO_SVG)
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  const std::string empty_trace = TempPath("svg_empty.json");
+  DumpProfile(*e, empty_trace);
+  VarHandle v = e->NewVariable();
+  for (const char* name : {"a < b", "x && y", "<tag attr=\"q\">", "ctl\x01", "new\nline"}) {
+    e->PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kNormal, 0, name);
+  }
+  e->WaitForAll();
+  const std::string trace = TempPath("svg.json");
+  DumpProfile(*e, trace);
+  for (const std::string& in : {trace, empty_trace}) {
+    const std::string svg = in + ".svg";
+    const std::string render =
+        std::string(DEPENGINE_PYTHON) + " " + DEPENGINE_TRACE_TO_SVG + " " + in + " " + svg;
+    ASSERT_EQ(std::system(render.c_str()), 0) << render;
+    // Parsed as XML; the names come back as they were (the control
+    // character as U+FFFD).
+    const std::string names = svg + ".names";
+    const std::string parse = std::string(DEPENGINE_PYTHON) +
+                              " -c \"import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); "
+                              "open(sys.argv[2], 'w', encoding='utf-8').write('|'.join(sorted("
+                              "t.firstChild.data.rsplit(' ', 2)[0] for t in "
+                              "d.getElementsByTagName('title'))))\" " +
+                              svg + " " + names;
+    ASSERT_EQ(std::system(parse.c_str()), 0) << parse;
+    EXPECT_EQ(ReadFile(names),
+              in == trace ? "<tag attr=\"q\">|a < b|ctl\uFFFD|new\nline|x && y" : "")
+        << in;
+    std::remove(svg.c_str());
+    std::remove(names.c_str());
+  }
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(trace.c_str());
+  std::remove(empty_trace.c_str());
+#else
+  GTEST_SKIP() << "python3 not found: tools/trace_to_svg.py is not tested";
+#endif
 }
 
 INSTANTIATE_TEST_SUITE_P(AllEngines, ProfilerTest,
