@@ -2,6 +2,7 @@
 // std::logic_error with a message that names the problem, and nothing
 // pushed before is lost.
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <stdexcept>
 #include <thread>
@@ -521,6 +522,16 @@ TEST_P(BadInputTest, NegativeThreadCountNamesTheFieldAndTheValue) {
     EXPECT_THAT(MessageOf<std::invalid_argument>([&] { CreateEngine(o); }),
                 AllOf(HasSubstr(std::string(fields[field]) + " = -3"), HasSubstr(">= 0")))
         << fields[field];
+  }
+}
+
+TEST_P(BadInputTest, NegativeOrNaNWatchdogSecondsIsRejected) {
+  for (double seconds : {-1.0, std::nan("")}) {
+    EngineOptions o = Options();
+    o.watchdog_seconds = seconds;
+    EXPECT_THAT(MessageOf<std::invalid_argument>([&] { CreateEngine(o); }),
+                AllOf(HasSubstr("watchdog_seconds"), HasSubstr("non-negative")))
+        << seconds;
   }
 }
 

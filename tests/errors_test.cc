@@ -134,8 +134,9 @@ TEST_P(ErrorsTest, ErrorPassedToTheCallbackFailsLikeAThrow) {
         completer.Post([cb] { cb(std::make_exception_ptr(TestError(4))); });
       },
       Context::CPU(), {}, {a});
-  engine().PushAsync([](RunContext, CallbackOnComplete cb) { cb(std::make_exception_ptr(TestError(5))); },
-                     Context::CPU(), {}, {b});
+  engine().PushAsync(
+      [](RunContext, CallbackOnComplete cb) { cb(std::make_exception_ptr(TestError(5))); },
+      Context::CPU(), {}, {b});
   EXPECT_EQ(WaitVar(a), 4);
   EXPECT_EQ(WaitVar(b), 5);
   EXPECT_EQ(WaitAll(), 0);
@@ -253,6 +254,31 @@ TEST_P(ErrorsTest, WaitForAllNamesOnStderrTheFailuresItCannotRethrow) {
   EXPECT_THAT(err, Not(HasSubstr("test error 35"))) << "named a failure WaitForVar delivered";
   EXPECT_THAT(err, Not(HasSubstr("test error " + std::to_string(first))));
   EXPECT_EQ(WaitAll(), 0);
+}
+
+TEST_P(ErrorsTest, AnEngineDestroyedWithUndeliveredFailuresNamesThemOnStderr) {
+  for (bool notified : {false, true}) {
+    auto e = CreateEngine(Options());
+    VarHandle a = e->NewVariable();
+    VarHandle b = e->NewVariable();
+    e->PushSync([](RunContext) { throw TestError(41); }, Context::CPU(), {}, {a});
+    e->PushSync([](RunContext) { throw TestError(42); }, Context::CPU(), {}, {b});
+    try {
+      e->WaitForVar(b);
+    } catch (const TestError&) {
+    }
+    if (notified) e->NotifyShutdown();
+    ::testing::internal::CaptureStderr();
+    e.reset();
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    if (notified) {
+      EXPECT_EQ(err, "") << "NotifyShutdown: the engine should print less";
+    } else {
+      EXPECT_THAT(err, HasSubstr("destroyed with 1 failure(s)"));
+      EXPECT_THAT(err, HasSubstr("test error 41"));
+      EXPECT_THAT(err, Not(HasSubstr("test error 42"))) << "named a failure WaitForVar delivered";
+    }
+  }
 }
 
 TEST_P(ErrorsTest, NonStandardExceptionsAreDeliveredUnchanged) {

@@ -11,6 +11,7 @@
 //                                       engine calls Engine::_GetSharedRef()
 //                                       from its destructor, after the
 //                                       engine's
+//   exit_scenarios get-after-exit     the same static calls Engine::Get()
 //   exit_scenarios last-ref-in-closure KIND sync|async
 //                                       the engine's last shared_ptr is in a
 //                                       function's closure
@@ -83,6 +84,26 @@ struct LateAtExit {
   }
 };
 
+struct LateGetAtExit {
+  ~LateGetAtExit() {
+    try {
+      Engine* e = Engine::Get();
+      std::fprintf(stderr, "exit: Get() accepted after the engine was destroyed: %p\n",
+                   static_cast<void*>(e));
+    } catch (const std::logic_error& error) {
+      std::fprintf(stderr, "exit: Get() refused: %s\n", error.what());
+    }
+  }
+};
+
+int GetAfterExit() {
+  static LateGetAtExit late;
+  Engine* e = Engine::Get();
+  e->PushSync([](RunContext) {}, Context::CPU(), {}, {});
+  e->WaitForAll();
+  return 0;
+}
+
 int SharedRefAfterExit() {
   static LateAtExit late;
   Engine* e = Engine::Get();
@@ -120,6 +141,7 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "get-at-exit") == 0) return GetAtExit();
   if (argc >= 2 && std::strcmp(argv[1], "shared-ref-at-exit") == 0) return SharedRefAtExit();
   if (argc >= 2 && std::strcmp(argv[1], "shared-ref-after-exit") == 0) return SharedRefAfterExit();
+  if (argc >= 2 && std::strcmp(argv[1], "get-after-exit") == 0) return GetAfterExit();
   if (argc >= 4 && std::strcmp(argv[1], "last-ref-in-closure") == 0) {
     return LastRefInClosure(std::atoi(argv[2]), std::strcmp(argv[3], "async") == 0);
   }

@@ -66,6 +66,15 @@ TEST(ExitTest, SharedRefRequestedAfterTheEngineWasDestroyedAtExitIsRefused) {
   }
 }
 
+TEST(ExitTest, GetAfterTheEngineWasDestroyedAtExitIsRefused) {
+  for (const char* type : {"NaiveEngine", "ThreadedEnginePooled", "ThreadedEnginePerDevice"}) {
+    const Outcome r = RunScenario(std::string("DEPENGINE_ENGINE_TYPE=") + type, "get-after-exit");
+    EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << type << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("Get() refused")) << type << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("destroyed at exit")) << type;
+  }
+}
+
 // Destroying an engine from inside its own function cannot finish (it
 // would wait for that function): it must say so and end the process, not
 // hang. timeout(1) reports a child killed by SIGABRT as 128 + 6.

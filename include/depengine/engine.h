@@ -178,7 +178,9 @@ class Engine {
   // stderr (WaitForVar on each var delivers each failure as an exception).
   virtual void WaitForAll() = 0;
 
-  // Finishes every pushed function, then joins the engine's threads. It
+  // Finishes every pushed function, then joins the engine's threads.
+  // Failures that no WaitForVar or WaitForAll delivered are named on stderr
+  // (not after NotifyShutdown). It
   // cannot run on one of the engine's own threads or inside one of its
   // functions or callbacks (for example when a function's closure holds the
   // engine's last shared_ptr and releases it as the function finishes): it
@@ -188,7 +190,8 @@ class Engine {
 
   // The process-wide engine, built from EngineOptions::FromEnv() on first
   // use and destroyed at exit. Functions that run while it finishes its work
-  // at exit may still call Get().
+  // at exit may still call Get(). Raises std::logic_error once the engine
+  // has been destroyed at exit (a static destroyed after it calling Get()).
   static Engine* Get();
   // A shared reference to Get()'s engine, for singletons that must be
   // destroyed before it. Most users should not call this. Raises
@@ -261,6 +264,7 @@ struct EngineOptions {
   // Debugging aid, 0 = off: report to stderr, once, every function that has
   // run longer than this many seconds (e.g. an async function whose
   // callback is never called). Environment: DEPENGINE_WATCHDOG_SECONDS.
+  // CreateEngine raises std::invalid_argument for a negative value or NaN.
   double watchdog_seconds = 0;
 
   // Reads DEPENGINE_ENGINE_TYPE (NaiveEngine, ThreadedEnginePooled or its

@@ -1,6 +1,7 @@
 // The public entry points: CreateEngine, Engine::Get, CallbackOnComplete.
 #include "depengine/engine.h"
 
+#include <atomic>
 #include <memory>
 #include <stdexcept>
 #include <utility>
@@ -44,6 +45,12 @@ const char* EngineKindName(EngineKind kind) {
 
 namespace {
 
+// Set once the process-wide engine was destroyed at exit, for Get() called
+// later (by a static destroyed after it). Constant-initialized and trivially
+// destructible, so it is valid for the whole of exit. Release/acquire: a
+// reader that sees it set also sees the destruction finished.
+constinit std::atomic<bool> g_engine_destroyed{false};
+
 // The process-wide engine. Functions may still run while it is destroyed at
 // exit (it finishes every pushed function first), and they may call Get():
 // so Get() hands out the raw pointer, which stays valid until ~Engine
@@ -59,6 +66,7 @@ class GlobalEngine {
     // took one through _GetSharedRef() and is destroyed later.
     std::shared_ptr<Engine> last = std::move(ref_);
     last.reset();
+    g_engine_destroyed.store(true, std::memory_order_release);
   }
   GlobalEngine(const GlobalEngine&) = delete;
   GlobalEngine& operator=(const GlobalEngine&) = delete;
@@ -104,6 +112,14 @@ std::shared_ptr<Engine> Engine::_GetSharedRef() {
   return ref;
 }
 
-Engine* Engine::Get() { return Global().raw(); }
+Engine* Engine::Get() {
+  // Global() must not be touched once destroyed: its storage is gone.
+  if (g_engine_destroyed.load(std::memory_order_acquire)) {
+    throw std::logic_error(
+        "Engine::Get: the process-wide engine was destroyed at exit; a static destroyed after it "
+        "must not use it (keep it alive with _GetSharedRef() instead)");
+  }
+  return Global().raw();
+}
 
 }  // namespace depengine

@@ -276,6 +276,11 @@ ThreadedEngine::ThreadedEngine(const EngineOptions& options)
                                   ": thread counts and simulated_gpus must be >= 0 (0 = default)");
     }
   }
+  if (!(options.watchdog_seconds >= 0)) {  // negative or NaN
+    throw std::invalid_argument("CreateEngine: EngineOptions::watchdog_seconds = " +
+                                std::to_string(options.watchdog_seconds) +
+                                ": must be a non-negative number of seconds (0 = off)");
+  }
 }
 
 ThreadedEngine::~ThreadedEngine() {
@@ -286,6 +291,19 @@ ThreadedEngine::~ThreadedEngine() {
       profiler_->WriteTrace(options_.profile_path);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "depengine: DEPENGINE_PROFILE: %s\n", e.what());
+    }
+  }
+  {
+    // Failures nobody collected would vanish with the engine: name them.
+    std::vector<FailurePtr> undelivered;
+    MutexLock lock(failures_mu_);
+    for (const FailurePtr& f : failure_log_) {
+      if (!f->delivered.load(std::memory_order_relaxed)) undelivered.push_back(f);
+    }
+    if (!undelivered.empty() && !shutdown_notified_.load(std::memory_order_relaxed)) {
+      ReportUndelivered("depengine: engine destroyed with " + std::to_string(undelivered.size()) +
+                            " failure(s) that no WaitForVar or WaitForAll delivered:\n",
+                        undelivered);
     }
   }
   MutexLock lock(live_mu_);
@@ -1274,7 +1292,10 @@ void ThreadedEngine::WaitForAll() {
     failed_vars_.clear();
   }
   if (!others.empty() && !shutdown_notified_.load(std::memory_order_relaxed)) {
-    ReportUndelivered(others);
+    ReportUndelivered("depengine: WaitForAll rethrows the first failure; " +
+                          std::to_string(others.size()) +
+                          " more since the previous WaitForAll, not delivered by WaitForVar:\n",
+                      others);
   }
   if (first) {
     first->delivered.store(true, std::memory_order_relaxed);
@@ -1332,11 +1353,9 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
 // ---------------------------------------------------------------- failures
 
 // WaitForAll rethrows the first undelivered failure; the others would vanish
-// with the vars' failures it clears, so they are named here, on stderr.
-void ThreadedEngine::ReportUndelivered(const std::vector<FailurePtr>& others) {
-  std::string text = "depengine: WaitForAll rethrows the first failure; " +
-                     std::to_string(others.size()) +
-                     " more since the previous WaitForAll, not delivered by WaitForVar:\n";
+// with the vars' failures it clears, so they are named here, on stderr,
+// after `text`. So are those an engine still holds when it is destroyed.
+void ThreadedEngine::ReportUndelivered(std::string text, const std::vector<FailurePtr>& others) {
   constexpr std::size_t kNamed = 8;  // a storm of failures is summarized
   for (std::size_t i = 0; i < others.size(); ++i) {
     const FailurePtr& f = others[i];

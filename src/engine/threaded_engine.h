@@ -165,8 +165,9 @@ class ThreadedEngine : public Engine {
   void WaitPendingZero(int slot);
 
   FailurePtr RecordFailure(std::exception_ptr error);
-  // Names on stderr the failures a WaitForAll clears without rethrowing.
-  static void ReportUndelivered(const std::vector<FailurePtr>& others);
+  // Names on stderr, after `text`, the failures a WaitForAll clears without
+  // rethrowing, or that an engine still holds when it is destroyed.
+  static void ReportUndelivered(std::string text, const std::vector<FailurePtr>& others);
   FailurePtr FindFailure(OprBlock* b);
   // Clears v's failure and returns it (null when it had none), keeping
   // failed_var_count_ in step.
