@@ -169,7 +169,9 @@ class Engine {
 
   // Returns once every function pushed before this call has finished, then
   // rethrows the first failure raised since the previous WaitForAll that no
-  // WaitForVar delivered, and clears the failures of every var. One
+  // WaitForVar delivered, and clears the failures of every var. A failure
+  // counts as delivered once a WaitForVar has taken it off its var, even if
+  // that call, on another thread, has not returned yet. One
   // exception carries one failure: any further undelivered ones are named on
   // stderr (WaitForVar on each var delivers each failure as an exception).
   virtual void WaitForAll() = 0;

@@ -1257,14 +1257,12 @@ void ThreadedEngine::WaitForAll() {
     failure_log_.clear();
     for (Var* v : failed_vars_) TakeFailure(v);
     failed_vars_.clear();
+    if (first) first->delivered.store(true, std::memory_order_relaxed);
   }
   if (!others.empty() && !shutdown_notified_.load(std::memory_order_relaxed)) {
     ReportUndelivered(others);
   }
-  if (first) {
-    first->delivered.store(true, std::memory_order_relaxed);
-    std::rethrow_exception(first->error);
-  }
+  if (first) std::rethrow_exception(first->error);
 }
 
 void ThreadedEngine::WaitForVar(VarHandle var) {
@@ -1285,7 +1283,7 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
     idle = var->IdleLocked();
   }
   if (idle) {
-    failure = TakeFailure(var);
+    failure = DeliverFailure(var);
   } else {
     struct Waiter {
       std::mutex mu;
@@ -1294,7 +1292,7 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
       FailurePtr failure;  // written before done, read after
     } waiter;
     SyncFn wake = [this, var, &waiter](RunContext) {
-      FailurePtr f = TakeFailure(var);
+      FailurePtr f = DeliverFailure(var);
       std::lock_guard<std::mutex> lock(waiter.mu);
       waiter.failure = std::move(f);
       waiter.done = true;
@@ -1308,10 +1306,7 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
     waiter.cv.wait(lock, [&] { return waiter.done; });
     failure = std::move(waiter.failure);
   }
-  if (failure) {
-    failure->delivered.store(true, std::memory_order_relaxed);
-    std::rethrow_exception(failure->error);
-  }
+  if (failure) std::rethrow_exception(failure->error);
 }
 
 // ---------------------------------------------------------------- failures
@@ -1356,6 +1351,16 @@ FailurePtr ThreadedEngine::FindFailure(OprBlock* b) {
     if (s.var->failure) return s.var->failure;
   }
   return nullptr;
+}
+
+FailurePtr ThreadedEngine::DeliverFailure(Var* v) {
+  // Under failures_mu_, like WaitForAll's scan of the log: a failure taken
+  // here is marked delivered before any WaitForAll can see it undelivered,
+  // even while the thread that called WaitForVar has not woken up yet.
+  MutexLock lock(failures_mu_);
+  FailurePtr f = TakeFailure(v);
+  if (f) f->delivered.store(true, std::memory_order_relaxed);
+  return f;
 }
 
 FailurePtr ThreadedEngine::TakeFailure(Var* v) {

@@ -164,6 +164,9 @@ class ThreadedEngine : public Engine {
   // Clears v's failure and returns it (null when it had none), keeping
   // failed_var_count_ in step.
   FailurePtr TakeFailure(Var* v);
+  // TakeFailure for WaitForVar: also marks the failure delivered, under
+  // failures_mu_, so that a WaitForAll that looks after the take skips it.
+  FailurePtr DeliverFailure(Var* v) EXCLUDES(failures_mu_);
   void CheckVar(VarHandle v, const char* call) const;
   // The fast, non-throwing form of CheckVar.
   bool IsOwnLiveHandle(VarHandle v) const {
