@@ -240,11 +240,14 @@ enum class EngineKind {
 // How to build an engine; 0 means a sensible default.
 struct EngineOptions {
   EngineKind kind = EngineKind::kPerDevice;
-  int cpu_worker_threads = 0;     // per CPU device (default: hardware threads)
-  int cpu_priority_threads = 0;   // CPU priority pool (default: 2, per-device only)
-  int gpu_worker_threads = 0;     // per GPU (default: 2)
-  int gpu_copy_threads = 0;       // per GPU (default: 1)
-  std::size_t max_in_flight = 0;  // bound on pushed-but-unfinished functions; 0 = none
+  int cpu_worker_threads = 0;    // per CPU device (default: hardware threads)
+  int cpu_priority_threads = 0;  // CPU priority pool (default: 2, per-device only)
+  int gpu_worker_threads = 0;    // per GPU (default: 2)
+  int gpu_copy_threads = 0;      // per GPU (default: 1)
+  // Bound on pushed-but-unfinished functions; 0 = none. A function's room
+  // is back before its closure is destroyed, so a destructor in the closure
+  // may push even when its function was the one filling the bound.
+  std::size_t max_in_flight = 0;
   // Number of simulated GPUs: GPU contexts below this index run on CPU
   // threads with the GPU pools' routing, and RunContext::stream = nullptr.
   // Lets the per-device routing be tested without a GPU. Environment:

@@ -1115,8 +1115,12 @@ void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
     HandOutGrants(granted, nullptr);
   }
   if (w != nullptr && --w->completing == 0) w->FlushBatch();
-  ReleaseExecution(b);
+  // The function is finished: its backpressure unit goes back before its
+  // closure is destroyed. On a thread outside the engine (a callback's
+  // caller) a destructor in the closure may push, and that push may wait
+  // for room; with the unit still held it would wait for itself.
   if (in_flight_.enabled()) ReleaseInFlight();
+  ReleaseExecution(b);
   FinishPending(pending_slot);
 }
 
