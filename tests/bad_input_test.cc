@@ -370,6 +370,58 @@ TEST_P(BadInputTest, WaitingFromInsideAFunctionOfTheSameEngineIsRejected) {
   }
 }
 
+// A function's closure is destroyed by the thread that finishes it: for an
+// async function whose callback is called from outside the engine, that
+// thread. The function is still counted while its completion runs, so a
+// WaitForAll from a destructor in the closure waited for itself there, and
+// the callback never returned. It is rejected as from inside the function
+// (where a worker destroys the closure, it already was).
+TEST_P(BadInputTest, WaitForAllFromAClosureDestroyedByTheCallbacksCallerIsRejected) {
+  struct State {
+    Event got_callback;
+    CallbackOnComplete callback;  // written before got_callback
+    Event callback_returned;
+    std::string message;  // written by the destructor, read after callback_returned
+  };
+  struct WaitOnDestroy {
+    WaitOnDestroy(Engine* e, std::shared_ptr<State> s) : engine(e), state(std::move(s)) {}
+    WaitOnDestroy(const WaitOnDestroy&) = delete;
+    WaitOnDestroy& operator=(const WaitOnDestroy&) = delete;
+    ~WaitOnDestroy() {
+      state->message = MessageOf<std::logic_error>([&] { engine->WaitForAll(); });
+    }
+    Engine* engine;
+    std::shared_ptr<State> state;
+  };
+  auto e = CreateEngine(Options());
+  auto state = std::make_shared<State>();
+  VarHandle v = e->NewVariable();
+  auto waiter = std::make_shared<WaitOnDestroy>(e.get(), state);
+  e->PushAsync(
+      [waiter, state](RunContext, CallbackOnComplete cb) {
+        state->callback = cb;
+        state->got_callback.Notify();
+      },
+      Context::CPU(), {}, {v});
+  waiter.reset();  // the closure holds the last reference
+  ASSERT_TRUE(state->got_callback.WaitFor());
+  std::thread caller([state] {
+    state->callback();
+    state->callback_returned.Notify();
+  });
+  if (!state->callback_returned.WaitFor()) {
+    ADD_FAILURE() << "WaitForAll in the closure's destructor waited for its own function";
+    // Left hanging: leak the engine and the thread rather than hang the test.
+    caller.detach();
+    (void)e.release();
+    return;
+  }
+  caller.join();
+  EXPECT_THAT(state->message, HasSubstr("deadlock"));
+  EXPECT_THAT(state->message, HasSubstr("WaitForAll"));
+  e->WaitForAll();
+}
+
 TEST_P(BadInputTest, WaitingFromAFunctionNestedInsideAFunctionOfTheSameEngineIsRejected) {
   // A function of this engine runs a function of another engine on its own
   // thread: a naive engine runs it at the push, and kAsync runs it on the

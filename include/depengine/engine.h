@@ -174,6 +174,9 @@ class Engine {
   // that call, on another thread, has not returned yet. One
   // exception carries one failure: any further undelivered ones are named on
   // stderr (WaitForVar on each var delivers each failure as an exception).
+  // Calling it from a function running on this engine, or while a callback
+  // call finishes one of its functions (from a destructor in the function's
+  // closure, say), raises std::logic_error (it would deadlock).
   virtual void WaitForAll() = 0;
 
   // Finishes every pushed function, then joins the engine's threads. It

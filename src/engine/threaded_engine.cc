@@ -1241,6 +1241,14 @@ void ThreadedEngine::WaitForAll() {
         "WaitForAll called from inside a function running on the same engine "
         "(it would deadlock)");
   }
+  // A callback's caller finishing a function of this engine: the function
+  // is counted until its completion returns, so waiting here (from a
+  // destructor in its closure, say) would wait for itself.
+  if (tls_completing_engine == this) {
+    throw std::logic_error(
+        "WaitForAll called while a callback is finishing a function of the same engine, for "
+        "example from a destructor in the function's closure (it would deadlock)");
+  }
   {
     MutexLock lock(wait_all_mu_);
     const std::uint64_t g = generation_.fetch_add(1, std::memory_order_seq_cst);
