@@ -163,8 +163,9 @@ class Engine {
 
   // Returns once every function pushed before this call that uses `var` has
   // finished. If `var` failed, rethrows its failure and clears it.
-  // Calling it from a function running on this engine raises
-  // std::logic_error (it would deadlock).
+  // Calling it from a function running on this engine, or on one of its
+  // worker threads (from a destructor in a deleted operator's closure, say),
+  // raises std::logic_error (it would deadlock).
   virtual void WaitForVar(VarHandle var) = 0;
 
   // Returns once every function pushed before this call has finished, then
@@ -174,9 +175,10 @@ class Engine {
   // that call, on another thread, has not returned yet. One
   // exception carries one failure: any further undelivered ones are named on
   // stderr (WaitForVar on each var delivers each failure as an exception).
-  // Calling it from a function running on this engine, or while a callback
-  // call finishes one of its functions (from a destructor in the function's
-  // closure, say), raises std::logic_error (it would deadlock).
+  // Calling it from a function running on this engine, on one of its worker
+  // threads, or while a callback call finishes one of its functions (from a
+  // destructor in the function's closure, say), raises std::logic_error (it
+  // would deadlock).
   virtual void WaitForAll() = 0;
 
   // Finishes every pushed function, then joins the engine's threads. It

@@ -344,6 +344,11 @@ void ThreadedEngine::PushClearFailures(Context ctx, const std::vector<VarHandle>
 
 bool ThreadedEngine::OnOwnThread() const { return RunningScope::Inside(this); }
 
+bool ThreadedEngine::OnOwnWorker() const {
+  const auto* w = static_cast<const WorkerTls*>(tls_worker_raw);
+  return w != nullptr && w->engine == this;
+}
+
 void ThreadedEngine::CheckContext(const Context& ctx, const char* call) const {
   switch (ctx.dev_type) {
     case DeviceType::kCPU:
@@ -1241,6 +1246,11 @@ void ThreadedEngine::WaitForAll() {
         "WaitForAll called from inside a function running on the same engine "
         "(it would deadlock)");
   }
+  if (OnOwnWorker()) {
+    throw std::logic_error(
+        "WaitForAll called on one of the same engine's worker threads, for example from a "
+        "destructor in a deleted operator's closure (it would deadlock)");
+  }
   // A callback's caller finishing a function of this engine: the function
   // is counted until its completion returns, so waiting here (from a
   // destructor in its closure, say) would wait for itself.
@@ -1283,6 +1293,11 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
     throw std::logic_error(
         "WaitForVar called from inside a function running on the same engine "
         "(it would deadlock)");
+  }
+  if (OnOwnWorker()) {
+    throw std::logic_error(
+        "WaitForVar called on one of the same engine's worker threads, for example from a "
+        "destructor in a deleted operator's closure (it would deadlock)");
   }
   FailurePtr failure;
   bool idle;

@@ -179,6 +179,11 @@ class ThreadedEngine : public Engine {
   // At most OprBlock::kMaxVars entries in a function's var lists.
   static void CheckVarCount(std::size_t entries, const char* call);
   bool OnOwnThread() const;
+  // On one of this engine's worker threads, inside a function or not (a
+  // worker frees a deleted operator, and so destroys its closure, between
+  // functions: a wait there would wait for the worker's own unflushed
+  // completions).
+  bool OnOwnWorker() const;
 
   const EngineOptions options_;
   // A forked child inherits engines but not their threads: it neither
