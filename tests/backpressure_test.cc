@@ -295,12 +295,14 @@ TEST_P(BackpressureTest, AClosureDestroyedByTheCallbacksCallerMayPushWhenTheEngi
   VarHandle a = e->NewVariable();
   VarHandle v = e->NewVariable();
   auto pusher = std::make_shared<PushOnDestroy>(e.get(), v, state);
+  // kAsync: the body runs and returns inside PushAsync, on this thread, so
+  // that the callback's caller is the one to destroy the closure.
   e->PushAsync(
       [pusher, state](RunContext, CallbackOnComplete cb) {
         state->callback = cb;
         state->got_callback.Notify();
       },
-      Context::CPU(), {}, {a});
+      Context::CPU(), {}, {a}, FnProperty::kAsync);
   pusher.reset();  // the closure holds the last reference
   ASSERT_TRUE(state->got_callback.WaitFor());
   std::thread caller([state] {

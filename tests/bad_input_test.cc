@@ -397,12 +397,14 @@ TEST_P(BadInputTest, WaitForAllFromAClosureDestroyedByTheCallbacksCallerIsReject
   auto state = std::make_shared<State>();
   VarHandle v = e->NewVariable();
   auto waiter = std::make_shared<WaitOnDestroy>(e.get(), state);
+  // kAsync: the body runs and returns inside PushAsync, on this thread, so
+  // that the callback's caller is the one to destroy the closure.
   e->PushAsync(
       [waiter, state](RunContext, CallbackOnComplete cb) {
         state->callback = cb;
         state->got_callback.Notify();
       },
-      Context::CPU(), {}, {v});
+      Context::CPU(), {}, {v}, FnProperty::kAsync);
   waiter.reset();  // the closure holds the last reference
   ASSERT_TRUE(state->got_callback.WaitFor());
   std::thread caller([state] {
