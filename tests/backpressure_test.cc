@@ -263,6 +263,64 @@ TEST_P(BackpressureTest, DeleteVariableIsNotHeldBackWhenTheEngineIsFull) {
   e->WaitForAll();
 }
 
+// A closure may hold an object whose destructor pushes (a buffer handed
+// back through the engine, say). When an async function is finished by a
+// thread outside the engine calling its callback, that thread destroys the
+// closure, and its push may wait for room. The finished function's room
+// must be back by then: with max_in_flight = 1 the push waited for its own
+// caller, and the callback never returned.
+TEST_P(BackpressureTest, AClosureDestroyedByTheCallbacksCallerMayPushWhenTheEngineIsFull) {
+  struct State {
+    Event got_callback;
+    CallbackOnComplete callback;  // written before got_callback
+    Event callback_returned;
+    Event pushed_ran;
+  };
+  // Pushes when the last copy of the closure that holds it goes.
+  struct PushOnDestroy {
+    PushOnDestroy(Engine* e, VarHandle v, std::shared_ptr<State> s)
+        : engine(e), var(v), state(std::move(s)) {}
+    PushOnDestroy(const PushOnDestroy&) = delete;
+    PushOnDestroy& operator=(const PushOnDestroy&) = delete;
+    Engine* engine;
+    VarHandle var;
+    std::shared_ptr<State> state;
+    ~PushOnDestroy() {
+      engine->PushSync([s = state](RunContext) { s->pushed_ran.Notify(); }, Context::CPU(), {},
+                       {var});
+    }
+  };
+  auto e = MakeEngine(1);
+  auto state = std::make_shared<State>();
+  VarHandle a = e->NewVariable();
+  VarHandle v = e->NewVariable();
+  auto pusher = std::make_shared<PushOnDestroy>(e.get(), v, state);
+  // kAsync: the body runs and returns inside PushAsync, on this thread, so
+  // that the callback's caller is the one to destroy the closure.
+  e->PushAsync(
+      [pusher, state](RunContext, CallbackOnComplete cb) {
+        state->callback = cb;
+        state->got_callback.Notify();
+      },
+      Context::CPU(), {}, {a}, FnProperty::kAsync);
+  pusher.reset();  // the closure holds the last reference
+  ASSERT_TRUE(state->got_callback.WaitFor());
+  std::thread caller([state] {
+    state->callback();
+    state->callback_returned.Notify();
+  });
+  if (!state->callback_returned.WaitFor()) {
+    ADD_FAILURE() << "the callback's caller waited for room its own function held";
+    // Left hanging: leak the engine and the thread rather than hang the test.
+    caller.detach();
+    (void)e.release();
+    return;
+  }
+  caller.join();
+  EXPECT_TRUE(state->pushed_ran.WaitFor());
+  e->WaitForAll();
+}
+
 TEST_P(BackpressureTest, DeletionsRunAheadOfQueuedNormalWork) {
   if (!threaded()) GTEST_SKIP() << "the naive engine runs each function at push: nothing queues";
   std::mutex mu;

@@ -371,6 +371,113 @@ TEST_P(BadInputTest, WaitingFromInsideAFunctionOfTheSameEngineIsRejected) {
   }
 }
 
+// A function's closure is destroyed by the thread that finishes it: for an
+// async function whose callback is called from outside the engine, that
+// thread. The function is still counted while its completion runs, so a
+// WaitForAll from a destructor in the closure waited for itself there, and
+// the callback never returned. It is rejected as from inside the function
+// (where a worker destroys the closure, it already was).
+TEST_P(BadInputTest, WaitForAllFromAClosureDestroyedByTheCallbacksCallerIsRejected) {
+  struct State {
+    Event got_callback;
+    CallbackOnComplete callback;  // written before got_callback
+    Event callback_returned;
+    std::string message;  // written by the destructor, read after callback_returned
+  };
+  struct WaitOnDestroy {
+    WaitOnDestroy(Engine* e, std::shared_ptr<State> s) : engine(e), state(std::move(s)) {}
+    WaitOnDestroy(const WaitOnDestroy&) = delete;
+    WaitOnDestroy& operator=(const WaitOnDestroy&) = delete;
+    ~WaitOnDestroy() {
+      state->message = MessageOf<std::logic_error>([&] { engine->WaitForAll(); });
+    }
+    Engine* engine;
+    std::shared_ptr<State> state;
+  };
+  auto e = CreateEngine(Options());
+  auto state = std::make_shared<State>();
+  VarHandle v = e->NewVariable();
+  auto waiter = std::make_shared<WaitOnDestroy>(e.get(), state);
+  // kAsync: the body runs and returns inside PushAsync, on this thread, so
+  // that the callback's caller is the one to destroy the closure.
+  e->PushAsync(
+      [waiter, state](RunContext, CallbackOnComplete cb) {
+        state->callback = cb;
+        state->got_callback.Notify();
+      },
+      Context::CPU(), {}, {v}, FnProperty::kAsync);
+  waiter.reset();  // the closure holds the last reference
+  ASSERT_TRUE(state->got_callback.WaitFor());
+  std::thread caller([state] {
+    state->callback();
+    state->callback_returned.Notify();
+  });
+  if (!state->callback_returned.WaitFor()) {
+    ADD_FAILURE() << "WaitForAll in the closure's destructor waited for its own function";
+    // Left hanging: leak the engine and the thread rather than hang the test.
+    caller.detach();
+    (void)e.release();
+    return;
+  }
+  caller.join();
+  EXPECT_THAT(state->message, HasSubstr("deadlock"));
+  EXPECT_THAT(state->message, HasSubstr("WaitForAll"));
+  e->WaitForAll();
+}
+
+// A deleted operator whose last push finished on a worker is freed by that
+// worker between functions, when it flushes its batched completions: a
+// destructor in the operator's closure runs there, outside any function. A
+// WaitForAll from it waited for the worker's own unflushed completions and
+// hung the worker (and every later WaitForAll). Waits from the engine's
+// worker threads are rejected as from inside a function.
+TEST_P(BadInputTest, WaitingFromADeletedOperatorsClosureDestroyedByAWorkerIsRejected) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine has no worker threads";
+  struct State {
+    Event deleted;
+    Event destroyed;
+    std::string all_message;  // written by the destructor, read after destroyed
+    std::string var_message;
+  };
+  struct WaitOnDestroy {
+    WaitOnDestroy(Engine* e, VarHandle v, std::shared_ptr<State> s)
+        : engine(e), other(v), state(std::move(s)) {}
+    WaitOnDestroy(const WaitOnDestroy&) = delete;
+    WaitOnDestroy& operator=(const WaitOnDestroy&) = delete;
+    ~WaitOnDestroy() {
+      state->all_message = MessageOf<std::logic_error>([&] { engine->WaitForAll(); });
+      state->var_message = MessageOf<std::logic_error>([&] { engine->WaitForVar(other); });
+      state->destroyed.Notify();
+    }
+    Engine* engine;
+    VarHandle other;
+    std::shared_ptr<State> state;
+  };
+  auto e = CreateEngine(Options());
+  auto state = std::make_shared<State>();
+  VarHandle v = e->NewVariable();
+  VarHandle other = e->NewVariable();
+  auto waiter = std::make_shared<WaitOnDestroy>(e.get(), other, state);
+  OprHandle op = e->NewOperator(
+      [waiter, state](RunContext, CallbackOnComplete cb) {
+        state->deleted.WaitFor();  // finish after DeleteOperator: the worker frees the operator
+        cb();
+      },
+      {}, {v});
+  waiter.reset();  // the operator's closure holds the last reference
+  e->Push(op, Context::CPU());
+  e->DeleteOperator(op);
+  state->deleted.Notify();
+  if (!state->destroyed.WaitFor()) {
+    ADD_FAILURE() << "a wait in the operator closure's destructor hung its worker";
+    (void)e.release();  // leak it rather than hang the test
+    return;
+  }
+  EXPECT_THAT(state->all_message, AllOf(HasSubstr("WaitForAll"), HasSubstr("deadlock")));
+  EXPECT_THAT(state->var_message, AllOf(HasSubstr("WaitForVar"), HasSubstr("deadlock")));
+  e->WaitForAll();
+}
+
 TEST_P(BadInputTest, WaitingFromAFunctionNestedInsideAFunctionOfTheSameEngineIsRejected) {
   // A function of this engine runs a function of another engine on its own
   // thread: a naive engine runs it at the push, and kAsync runs it on the

@@ -7,7 +7,15 @@
 // - WaitForAll rethrows the first failure raised since the previous
 //   WaitForAll that no WaitForVar delivered, and clears every var;
 // - a throwing function never terminates the process; workers keep running.
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -327,6 +335,118 @@ TEST_P(ErrorsTest, FailuresOfKAsyncAndPrioritizedFunctionsFollowTheSameRules) {
                     FnProperty::kCPUPrioritized, 5);
   EXPECT_EQ(WaitVar(a), 14);
   EXPECT_EQ(WaitVar(b), 15);
+}
+
+// Stops a thread where it is, blocked or not, until Release(): a signal
+// handler that waits on a pipe. Lets a test act between two steps of a
+// thread that it could not otherwise hold (here: after a WaitForVar took its
+// var's failure, before the waiting thread woke up).
+class ThreadParker {
+ public:
+  ThreadParker() {
+    EXPECT_EQ(pipe(ack_), 0);
+    EXPECT_EQ(pipe(release_), 0);
+    fds_[0] = ack_[1];
+    fds_[1] = release_[0];
+    struct sigaction sa = {};
+    sa.sa_handler = &Handler;
+    sigemptyset(&sa.sa_mask);
+    EXPECT_EQ(sigaction(SIGUSR1, &sa, &old_), 0);
+  }
+  ~ThreadParker() {
+    sigaction(SIGUSR1, &old_, nullptr);
+    for (int fd : {ack_[0], ack_[1], release_[0], release_[1]}) close(fd);
+  }
+  ThreadParker(const ThreadParker&) = delete;
+  ThreadParker& operator=(const ThreadParker&) = delete;
+
+  // Returns once `t` is inside the handler.
+  void Park(pthread_t t) {
+    ASSERT_EQ(pthread_kill(t, SIGUSR1), 0);
+    char c;
+    ASSERT_EQ(read(ack_[0], &c, 1), 1);
+  }
+  void Release() {
+    const char c = 0;
+    ASSERT_EQ(write(release_[1], &c, 1), 1);
+  }
+
+ private:
+  static void Handler(int) {
+    const int saved = errno;
+    char c = 0;
+    if (write(fds_[0], &c, 1) == 1) {
+      while (read(fds_[1], &c, 1) != 1 && errno == EINTR) {
+      }
+    }
+    errno = saved;
+  }
+  static inline int fds_[2] = {-1, -1};  // the handler's ends: ack write, release read
+  int ack_[2] = {-1, -1};
+  int release_[2] = {-1, -1};
+  struct sigaction old_ = {};
+};
+
+// The scheduler state of thread `tid` of this process ('R', 'S', ...).
+char ThreadState(long tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const std::size_t paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() ? '?' : line[paren + 2];
+}
+
+// WaitForVar(v) takes v's failure off v and so delivers it. A WaitForAll
+// that starts after that must not rethrow it again, even while the thread
+// that called WaitForVar has not yet woken up to rethrow it: the failure
+// was marked delivered only once that thread woke, so a WaitForAll in
+// between delivered it a second time. The waiting thread is parked in a
+// signal handler to hold it in that window.
+TEST_P(ErrorsTest, WaitForAllDoesNotRepeatAFailureAWaitForVarTookBeforeItsThreadWokeUp) {
+  DrainGuard drain(engine());
+  ThreadParker parker;
+  int conclusive = 0;
+  for (int round = 0; round < 20 && conclusive < 3; ++round) {
+    VarHandle v = engine().NewVariable();
+    Event got_callback;
+    CallbackOnComplete callback;  // written before got_callback
+    engine().PushAsync(
+        [&](RunContext, CallbackOnComplete cb) {
+          callback = cb;
+          got_callback.Notify();
+        },
+        Context::CPU(), {}, {v});
+    ASSERT_TRUE(got_callback.WaitFor());
+    std::atomic<long> tid{0};
+    int waited = -2;
+    std::thread waiter([&] {
+      tid.store(static_cast<long>(syscall(SYS_gettid)));
+      waited = WaitVar(v);
+    });
+    // Until the waiter sleeps: normally inside WaitForVar, its wait queued
+    // behind the held function (checked below; otherwise the round does not
+    // count).
+    const auto deadline = std::chrono::steady_clock::now() + kTimeout;
+    while (tid.load() == 0 || ThreadState(tid.load()) != 'S') {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the waiting thread never slept";
+      std::this_thread::yield();
+    }
+    parker.Park(waiter.native_handle());
+    // Fails v; the wait queued behind runs here, on this thread, and takes
+    // the failure while its thread stays parked.
+    callback(std::make_exception_ptr(TestError(21)));
+    bool reader_ran = false;
+    engine().PushSync([&](RunContext) { reader_ran = true; }, Context::CPU(), {v}, {});
+    const int all = WaitAll();
+    parker.Release();
+    waiter.join();
+    if (!reader_ran) continue;  // the wait was not queued yet: it did not take the failure
+    ++conclusive;
+    EXPECT_EQ(waited, 21) << "round " << round;
+    EXPECT_EQ(all, 0) << "round " << round
+                      << ": WaitForAll rethrew the failure a WaitForVar had already taken";
+  }
+  EXPECT_GT(conclusive, 0) << "the waiting thread was never parked with its wait queued";
 }
 
 DEPENGINE_INSTANTIATE_ALL_ENGINES(ErrorsTest);

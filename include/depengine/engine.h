@@ -167,15 +167,22 @@ class Engine {
 
   // Returns once every function pushed before this call that uses `var` has
   // finished. If `var` failed, rethrows its failure and clears it.
-  // Calling it from a function running on this engine raises
-  // std::logic_error (it would deadlock).
+  // Calling it from a function running on this engine, or on one of its
+  // worker threads (from a destructor in a deleted operator's closure, say),
+  // raises std::logic_error (it would deadlock).
   virtual void WaitForVar(VarHandle var) = 0;
 
   // Returns once every function pushed before this call has finished, then
   // rethrows the first failure raised since the previous WaitForAll that no
-  // WaitForVar delivered, and clears the failures of every var. One
+  // WaitForVar delivered, and clears the failures of every var. A failure
+  // counts as delivered once a WaitForVar has taken it off its var, even if
+  // that call, on another thread, has not returned yet. One
   // exception carries one failure: any further undelivered ones are named on
   // stderr (WaitForVar on each var delivers each failure as an exception).
+  // Calling it from a function running on this engine, on one of its worker
+  // threads, or while a callback call finishes one of its functions (from a
+  // destructor in the function's closure, say), raises std::logic_error (it
+  // would deadlock).
   virtual void WaitForAll() = 0;
 
   // Finishes every pushed function, then joins the engine's threads.
@@ -247,11 +254,14 @@ enum class EngineKind {
 // How to build an engine; 0 means a sensible default.
 struct EngineOptions {
   EngineKind kind = EngineKind::kPerDevice;
-  int cpu_worker_threads = 0;     // per CPU device (default: hardware threads)
-  int cpu_priority_threads = 0;   // CPU priority pool (default: 2, per-device only)
-  int gpu_worker_threads = 0;     // per GPU (default: 2)
-  int gpu_copy_threads = 0;       // per GPU (default: 1)
-  std::size_t max_in_flight = 0;  // bound on pushed-but-unfinished functions; 0 = none
+  int cpu_worker_threads = 0;    // per CPU device (default: hardware threads)
+  int cpu_priority_threads = 0;  // CPU priority pool (default: 2, per-device only)
+  int gpu_worker_threads = 0;    // per GPU (default: 2)
+  int gpu_copy_threads = 0;      // per GPU (default: 1)
+  // Bound on pushed-but-unfinished functions; 0 = none. A function's room
+  // is back before its closure is destroyed, so a destructor in the closure
+  // may push even when its function was the one filling the bound.
+  std::size_t max_in_flight = 0;
   // Number of simulated GPUs: GPU contexts below this index run on CPU
   // threads with the GPU pools' routing, and RunContext::stream = nullptr.
   // Lets the per-device routing be tested without a GPU. Environment:

@@ -370,6 +370,11 @@ void ThreadedEngine::PushClearFailures(Context ctx, const std::vector<VarHandle>
 
 bool ThreadedEngine::OnOwnThread() const { return RunningScope::Inside(this); }
 
+bool ThreadedEngine::OnOwnWorker() const {
+  const auto* w = static_cast<const WorkerTls*>(tls_worker_raw);
+  return w != nullptr && w->engine == this;
+}
+
 void ThreadedEngine::CheckContext(const Context& ctx, const char* call) const {
   switch (ctx.dev_type) {
     case DeviceType::kCPU:
@@ -1148,8 +1153,12 @@ void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
     HandOutGrants(granted, nullptr);
   }
   if (w != nullptr && --w->completing == 0) w->FlushBatch();
-  ReleaseExecution(b);
+  // The function is finished: its backpressure unit goes back before its
+  // closure is destroyed. On a thread outside the engine (a callback's
+  // caller) a destructor in the closure may push, and that push may wait
+  // for room; with the unit still held it would wait for itself.
   if (in_flight_.enabled()) ReleaseInFlight();
+  ReleaseExecution(b);
   FinishPending(pending_slot);
 }
 
@@ -1270,6 +1279,19 @@ void ThreadedEngine::WaitForAll() {
         "WaitForAll called from inside a function running on the same engine "
         "(it would deadlock)");
   }
+  if (OnOwnWorker()) {
+    throw std::logic_error(
+        "WaitForAll called on one of the same engine's worker threads, for example from a "
+        "destructor in a deleted operator's closure (it would deadlock)");
+  }
+  // A callback's caller finishing a function of this engine: the function
+  // is counted until its completion returns, so waiting here (from a
+  // destructor in its closure, say) would wait for itself.
+  if (tls_completing_engine == this) {
+    throw std::logic_error(
+        "WaitForAll called while a callback is finishing a function of the same engine, for "
+        "example from a destructor in the function's closure (it would deadlock)");
+  }
   {
     MutexLock lock(wait_all_mu_);
     const std::uint64_t g = generation_.fetch_add(1, std::memory_order_seq_cst);
@@ -1290,6 +1312,7 @@ void ThreadedEngine::WaitForAll() {
     failure_log_.clear();
     for (Var* v : failed_vars_) TakeFailure(v);
     failed_vars_.clear();
+    if (first) first->delivered.store(true, std::memory_order_relaxed);
   }
   if (!others.empty() && !shutdown_notified_.load(std::memory_order_relaxed)) {
     ReportUndelivered("depengine: WaitForAll rethrows the first failure; " +
@@ -1297,10 +1320,7 @@ void ThreadedEngine::WaitForAll() {
                           " more since the previous WaitForAll, not delivered by WaitForVar:\n",
                       others);
   }
-  if (first) {
-    first->delivered.store(true, std::memory_order_relaxed);
-    std::rethrow_exception(first->error);
-  }
+  if (first) std::rethrow_exception(first->error);
 }
 
 void ThreadedEngine::WaitForVar(VarHandle var) {
@@ -1309,6 +1329,11 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
     throw std::logic_error(
         "WaitForVar called from inside a function running on the same engine "
         "(it would deadlock)");
+  }
+  if (OnOwnWorker()) {
+    throw std::logic_error(
+        "WaitForVar called on one of the same engine's worker threads, for example from a "
+        "destructor in a deleted operator's closure (it would deadlock)");
   }
   FailurePtr failure;
   bool idle;
@@ -1321,7 +1346,7 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
     idle = var->IdleLocked();
   }
   if (idle) {
-    failure = TakeFailure(var);
+    failure = DeliverFailure(var);
   } else {
     struct Waiter {
       std::mutex mu;
@@ -1330,7 +1355,7 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
       FailurePtr failure;  // written before done, read after
     } waiter;
     SyncFn wake = [this, var, &waiter](RunContext) {
-      FailurePtr f = TakeFailure(var);
+      FailurePtr f = DeliverFailure(var);
       std::lock_guard<std::mutex> lock(waiter.mu);
       waiter.failure = std::move(f);
       waiter.done = true;
@@ -1344,10 +1369,7 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
     waiter.cv.wait(lock, [&] { return waiter.done; });
     failure = std::move(waiter.failure);
   }
-  if (failure) {
-    failure->delivered.store(true, std::memory_order_relaxed);
-    std::rethrow_exception(failure->error);
-  }
+  if (failure) std::rethrow_exception(failure->error);
 }
 
 // ---------------------------------------------------------------- failures
@@ -1390,6 +1412,16 @@ FailurePtr ThreadedEngine::FindFailure(OprBlock* b) {
     if (s.var->failure) return s.var->failure;
   }
   return nullptr;
+}
+
+FailurePtr ThreadedEngine::DeliverFailure(Var* v) {
+  // Under failures_mu_, like WaitForAll's scan of the log: a failure taken
+  // here is marked delivered before any WaitForAll can see it undelivered,
+  // even while the thread that called WaitForVar has not woken up yet.
+  MutexLock lock(failures_mu_);
+  FailurePtr f = TakeFailure(v);
+  if (f) f->delivered.store(true, std::memory_order_relaxed);
+  return f;
 }
 
 FailurePtr ThreadedEngine::TakeFailure(Var* v) {

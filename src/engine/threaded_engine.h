@@ -172,6 +172,9 @@ class ThreadedEngine : public Engine {
   // Clears v's failure and returns it (null when it had none), keeping
   // failed_var_count_ in step.
   FailurePtr TakeFailure(Var* v);
+  // TakeFailure for WaitForVar: also marks the failure delivered, under
+  // failures_mu_, so that a WaitForAll that looks after the take skips it.
+  FailurePtr DeliverFailure(Var* v) EXCLUDES(failures_mu_);
   void CheckVar(VarHandle v, const char* call) const;
   // The fast, non-throwing form of CheckVar.
   bool IsOwnLiveHandle(VarHandle v) const {
@@ -184,6 +187,11 @@ class ThreadedEngine : public Engine {
   // At most OprBlock::kMaxVars entries in a function's var lists.
   static void CheckVarCount(std::size_t entries, const char* call);
   bool OnOwnThread() const;
+  // On one of this engine's worker threads, inside a function or not (a
+  // worker frees a deleted operator, and so destroys its closure, between
+  // functions: a wait there would wait for the worker's own unflushed
+  // completions).
+  bool OnOwnWorker() const;
 
   const EngineOptions options_;
   // A forked child inherits engines but not their threads: it neither

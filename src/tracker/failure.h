@@ -11,9 +11,10 @@ namespace depengine::internal {
 
 struct Failure {
   std::exception_ptr error;
-  // Set once the failure reached the program through WaitForVar, so that
-  // WaitForAll does not deliver it again. Written and read under the
-  // engine's failures mutex or a var's lock; atomic so that both may read it.
+  // Set once the failure reached the program through WaitForVar (as it is
+  // taken off the var) or WaitForAll, so that WaitForAll does not deliver it
+  // again. Written and read under the engine's failures mutex; atomic so
+  // that a diagnostic may read it without the mutex.
   std::atomic<bool> delivered{false};
 };
 
