@@ -32,12 +32,20 @@ static void CheckDev(const std::string& op, DeviceType dev) {
   if (dev != DeviceType::kCPU) throw RegError(op, "only CPU functions are supported in this build");
 }
 
+// A null function pointer would be called on an engine worker later.
+template <class Fn>
+static void CheckFn(const std::string& op, Fn fn, const char* what) {
+  if (fn == nullptr) throw RegError(op, std::string(what) + " is null");
+}
+
 SimpleOpRegEntry& SimpleOpRegEntry::set_shape_function(UnaryShapeFunction fn) {
+  CheckFn(name_, fn, "the shape function");
   SetArity(1, "a unary shape function");
   unary_shape_ = fn;
   return *this;
 }
 SimpleOpRegEntry& SimpleOpRegEntry::set_shape_function(BinaryShapeFunction fn) {
+  CheckFn(name_, fn, "the shape function");
   SetArity(2, "a binary shape function");
   binary_shape_ = fn;
   return *this;
@@ -47,6 +55,7 @@ SimpleOpRegEntry& SimpleOpRegEntry::set_function(DeviceType dev, UnaryFunction f
                                                  SimpleOpInplaceOption inplace,
                                                  bool register_symbolic) {
   CheckDev(name_, dev);
+  CheckFn(name_, fn, "the forward function");
   SetArity(1, "a unary function");
   if (inplace != kNoInplace && inplace != kInplaceInOut) {
     throw RegError(name_, "a unary function accepts kNoInplace or kInplaceInOut");
@@ -60,6 +69,7 @@ SimpleOpRegEntry& SimpleOpRegEntry::set_function(DeviceType dev, BinaryFunction 
                                                  SimpleOpInplaceOption inplace,
                                                  bool register_symbolic) {
   CheckDev(name_, dev);
+  CheckFn(name_, fn, "the forward function");
   SetArity(2, "a binary function");
   if (inplace != kNoInplace && inplace != kInplaceLhsOut) {
     throw RegError(name_, "a binary function accepts kNoInplace or kInplaceLhsOut");
@@ -85,36 +95,42 @@ void SimpleOpRegEntry::SetGrad(SimpleOpGradKind kind, int arity, SimpleOpInplace
 
 SimpleOpRegEntry& SimpleOpRegEntry::set_gradient(DeviceType dev, UnaryGradFunctionT0 fn,
                                                  SimpleOpInplaceOption inplace) {
+  CheckFn(name_, fn, "the gradient function");
   SetGrad(SimpleOpGradKind::kOutGradOnly, 1, inplace, dev);
   unary_grad0_ = fn;
   return *this;
 }
 SimpleOpRegEntry& SimpleOpRegEntry::set_gradient(DeviceType dev, UnaryGradFunctionT1 fn,
                                                  SimpleOpInplaceOption inplace) {
+  CheckFn(name_, fn, "the gradient function");
   SetGrad(SimpleOpGradKind::kOutValue, 1, inplace, dev);
   unary_grad1_ = fn;
   return *this;
 }
 SimpleOpRegEntry& SimpleOpRegEntry::set_gradient(DeviceType dev, UnaryGradFunctionT2 fn,
                                                  SimpleOpInplaceOption inplace) {
+  CheckFn(name_, fn, "the gradient function");
   SetGrad(SimpleOpGradKind::kInputs, 1, inplace, dev);
   unary_grad2_ = fn;
   return *this;
 }
 SimpleOpRegEntry& SimpleOpRegEntry::set_gradient(DeviceType dev, BinaryGradFunctionT0 fn,
                                                  SimpleOpInplaceOption inplace) {
+  CheckFn(name_, fn, "the gradient function");
   SetGrad(SimpleOpGradKind::kOutGradOnly, 2, inplace, dev);
   binary_grad0_ = fn;
   return *this;
 }
 SimpleOpRegEntry& SimpleOpRegEntry::set_gradient(DeviceType dev, BinaryGradFunctionT1 fn,
                                                  SimpleOpInplaceOption inplace) {
+  CheckFn(name_, fn, "the gradient function");
   SetGrad(SimpleOpGradKind::kOutValue, 2, inplace, dev);
   binary_grad1_ = fn;
   return *this;
 }
 SimpleOpRegEntry& SimpleOpRegEntry::set_gradient(DeviceType dev, BinaryGradFunctionT2 fn,
                                                  SimpleOpInplaceOption inplace) {
+  CheckFn(name_, fn, "the gradient function");
   SetGrad(SimpleOpGradKind::kInputs, 2, inplace, dev);
   binary_grad2_ = fn;
   return *this;
@@ -244,6 +260,8 @@ EnvArguments MakeEnv(const SimpleOpRegEntry& e, double scalar, bool has_scalar,
 
 void SimpleOpRegEntry::Invoke(const std::vector<NDArray>& inputs, const SimpleOpCall& call,
                               NDArray* out) const {
+  if (!has_function())
+    throw std::logic_error("SimpleOp " + name_ + ": no forward function registered");
   if (static_cast<int>(inputs.size()) != num_inputs_) {
     throw std::invalid_argument(name_ + ": expected " + std::to_string(num_inputs_) +
                                 " input arrays, got " + std::to_string(inputs.size()));
@@ -493,6 +511,9 @@ class SimpleOpProperty final : public OperatorProperty {
 
 namespace internal {
 std::unique_ptr<OperatorProperty> MakeSimpleOpProperty(const SimpleOpRegEntry& entry) {
+  if (!entry.has_function()) {
+    throw std::logic_error("SimpleOp " + entry.name() + ": no forward function registered");
+  }
   return std::make_unique<SimpleOpProperty>(&entry);
 }
 }  // namespace internal
