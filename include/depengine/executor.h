@@ -145,7 +145,12 @@ class Executor {
   // gradients and planned memory, and builds the engine operators. Raises
   // ShapeError naming the node, the operator and the shapes when shapes
   // cannot be inferred or do not fit (for a variable that no operator
-  // reads and whose shape is not given: naming the variable's node);
+  // reads and whose shape is not given: naming the variable's node), also
+  // when a variable, an output or an auxiliary state would get a shape no
+  // array can have (no elements, a negative dimension) or an auxiliary
+  // state's shape is left unknown; std::logic_error naming the node when
+  // its operator's CreateOperator returns nullptr or its in-place options
+  // name an input, output or gradient the operator does not have;
   // std::invalid_argument for an unknown name in the options, an empty
   // `heads`, or an output given twice in `heads` (its head gradients would
   // have to be summed; this executor does not, so it rejects it).

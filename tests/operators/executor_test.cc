@@ -18,6 +18,7 @@
 namespace depengine::test {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // data (n, 3) -> fc1 (8) -> relu -> fc2 (4) -> tanh -> fc3 (2) -> softmax
@@ -81,6 +82,120 @@ DEPENGINE_REGISTER_SIMPLE_OP(test_exec_nonneg)
     .set_function(DeviceType::kCPU, NonNeg)
     .set_gradient(DeviceType::kCPU, NonNegGrad)
     .describe("identity; fails on a negative input");
+
+// test_exec_declarations: the identity, with declarations a user's operator
+// may get wrong, chosen by its parameter `mode`:
+//   ok                    consistent (in place both ways, one auxiliary state)
+//   null_operator         CreateOperator returns nullptr
+//   forward_inplace_id    ForwardInplaceOption names input 7 of 1
+//   backward_inplace_ptr  BackwardInplaceOption names a pointer it was not given
+//   aux_unknown           InferShape leaves the auxiliary state's shape unknown
+//   empty_output          InferShape gives the output no elements: (0, n)
+//   outputs_mismatch      NumOutputs() is 3, ListOutputs() names 1
+//   no_visible_outputs    NumVisibleOutputs() is 0
+struct DeclParam {
+  std::string mode;
+  static const ParamSchema<DeclParam>& Schema() {
+    static const ParamSchema<DeclParam> s = [] {
+      ParamSchema<DeclParam> s;
+      s.Field("mode", &DeclParam::mode).set_default("ok");
+      return s;
+    }();
+    return s;
+  }
+};
+class DeclOp : public Operator {
+ public:
+  void Forward(const OpContext&, const std::vector<TBlob>& in, const std::vector<OpReqType>& req,
+               const std::vector<TBlob>& out, const std::vector<TBlob>&) override {
+    internal_copy(in[0], out[0], req[0]);
+  }
+  void Backward(const OpContext&, const std::vector<TBlob>& out_grad, const std::vector<TBlob>&,
+                const std::vector<TBlob>&, const std::vector<OpReqType>& req,
+                const std::vector<TBlob>& in_grad, const std::vector<TBlob>&) override {
+    internal_copy(out_grad[0], in_grad[0], req[0]);
+  }
+
+ private:
+  static void internal_copy(const TBlob& from, const TBlob& to, OpReqType req) {
+    SwitchType(to.type_flag_, [&](auto tag) {
+      using T = decltype(tag);
+      for (std::size_t i = 0; i < to.Size(); ++i) Assign(to.dptr<T>()[i], req, from.dptr<T>()[i]);
+    });
+  }
+};
+class DeclProp : public OperatorProperty {
+ public:
+  void Init(const KwArgs& kw) override {
+    DeclParam::Schema().Init(&p_, kw, "test_exec_declarations");
+  }
+  std::map<std::string, std::string> GetParams() const override {
+    return DeclParam::Schema().ToMap(p_);
+  }
+  std::vector<std::string> ListAuxiliaryStates() const override { return {"state"}; }
+  int NumOutputs() const override { return p_.mode == "outputs_mismatch" ? 3 : 1; }
+  int NumVisibleOutputs() const override { return p_.mode == "no_visible_outputs" ? 0 : 1; }
+  bool InferShape(std::vector<TShape>* in, std::vector<TShape>* out,
+                  std::vector<TShape>* aux) const override {
+    out->resize(static_cast<std::size_t>(NumOutputs()));
+    if (!(*in)[0].known()) return false;
+    const TShape shape = p_.mode == "empty_output" ? TShape{0, (*in)[0][0]} : (*in)[0];
+    for (TShape& o : *out) ShapeAssign("test_exec_declarations", "output", &o, shape);
+    if (p_.mode != "aux_unknown") (*aux)[0] = TShape{1};
+    return true;
+  }
+  std::vector<int> DeclareBackwardDependency(const std::vector<int>& out_grad,
+                                             const std::vector<int>&,
+                                             const std::vector<int>&) const override {
+    return {out_grad[0]};
+  }
+  std::vector<std::pair<int, void*>> ForwardInplaceOption(
+      const std::vector<int>& in_data, const std::vector<void*>& out_data) const override {
+    if (p_.mode == "forward_inplace_id") return {{7, out_data[0]}};
+    return {{in_data[0], out_data[0]}};
+  }
+  std::vector<std::pair<int, void*>> BackwardInplaceOption(
+      const std::vector<int>& out_grad, const std::vector<int>&, const std::vector<int>&,
+      const std::vector<void*>& in_grad) const override {
+    static int not_given;
+    if (p_.mode == "backward_inplace_ptr") return {{out_grad[0], &not_given}};
+    return {{out_grad[0], in_grad[0]}};
+  }
+  std::unique_ptr<OperatorProperty> Copy() const override {
+    return std::make_unique<DeclProp>(*this);
+  }
+  Operator* CreateOperator(Context) const override {
+    return p_.mode == "null_operator" ? nullptr : new DeclOp;
+  }
+  std::string TypeString() const override { return "test_exec_declarations"; }
+
+ private:
+  DeclParam p_;
+};
+DEPENGINE_REGISTER_OP_PROPERTY(test_exec_declarations, DeclProp);
+
+// x -> a -> b -> c, three test_exec_declarations nodes; b has `mode`, so
+// that in-place sharing between internal tensors is possible at b.
+Graph DeclChain(const std::string& mode, NodeEntry* head) {
+  Graph g;
+  NodeEntry x = g.Variable("x");
+  NodeEntry h = g.Op("test_exec_declarations", "a", {}, {x});
+  h = g.Op("test_exec_declarations", "b", {{"mode", mode}}, {h});
+  *head = g.Op("test_exec_declarations", "c", {}, {h});
+  return g;
+}
+
+// What constructing an executor raises, as "<type>: <what>"; "" when it
+// does not raise E.
+template <class E>
+std::string BindError(const Graph& g, NodeEntry head, const ExecutorOptions& o) {
+  try {
+    Executor exec(g, {head}, o);
+  } catch (const E& e) {
+    return std::string(typeid(E).name()) + ": " + e.what();
+  }
+  return "";
+}
 
 // How many of the executor's gradients and outputs rethrow on WaitToRead
 // (which delivers and clears each).
@@ -469,6 +584,57 @@ TEST_P(ExecutorTest, SameHeadTwiceIsRejected) {
   }
   Executor exec(g, {y, z}, Options({{"x", {3}}}));
   EXPECT_EQ(exec.outputs().size(), 2u);
+}
+
+// A user's operator whose declarations are wrong gets an error naming the
+// node when the executor is bound. Before: CreateOperator's nullptr was
+// called on an engine worker (segfault), and an in-place option naming an
+// input or pointer the operator was not given indexed out of bounds
+// (AddressSanitizer: heap-buffer-overflow).
+TEST_P(ExecutorTest, CustomOperatorDeclarationErrorsNameTheNode) {
+  NodeEntry head;
+  {
+    Graph g = DeclChain("ok", &head);
+    Executor exec(g, {head}, Options({{"x", {2, 3}}}));
+    NDArray x = exec.arg("x");
+    x = 1.5;
+    exec.Forward(true);
+    exec.Backward();
+    EXPECT_THAT(exec.outputs()[0].ToVector<double>(), ::testing::Each(1.5));
+    EXPECT_THAT(exec.grad("x").ToVector<double>(), ::testing::Each(1.0));
+  }
+  for (const char* mode : {"null_operator", "forward_inplace_id", "backward_inplace_ptr"}) {
+    SCOPED_TRACE(mode);
+    Graph g = DeclChain(mode, &head);
+    const std::string error = BindError<std::logic_error>(g, head, Options({{"x", {2, 3}}}));
+    EXPECT_THAT(error, HasSubstr("node 'b' (test_exec_declarations)"));
+  }
+}
+
+// Shapes no array can have are ShapeErrors naming the node, whether given
+// (a variable) or inferred (an output, an auxiliary state). Before: the
+// allocation failed with "NDArray: cannot allocate shape ()" or
+// "NDArray::Slice: rows [0, 0) outside (1,)", naming no node.
+TEST_P(ExecutorTest, UnallocatableShapesAreShapeErrorsNamingTheNode) {
+  NodeEntry head;
+  Graph g = DeclChain("aux_unknown", &head);
+  EXPECT_THAT(
+      BindError<ShapeError>(g, head, Options({{"x", {2, 3}}})),
+      AllOf(HasSubstr("node 'b' (test_exec_declarations)"), HasSubstr("auxiliary state 'state'")));
+  g = DeclChain("empty_output", &head);
+  EXPECT_THAT(BindError<ShapeError>(g, head, Options({{"x", {2, 3}}})),
+              AllOf(HasSubstr("node 'b' (test_exec_declarations)"), HasSubstr("output 'output'"),
+                    HasSubstr("(0,2)")));
+  g = DeclChain("ok", &head);
+  EXPECT_THAT(BindError<ShapeError>(g, head, Options({{"x", {0, 3}}})),
+              AllOf(HasSubstr("node 'x' (variable)"), HasSubstr("(0,3)")));
+  EXPECT_THAT(BindError<ShapeError>(g, head, Options({{"x", {-2, 3}}})),
+              AllOf(HasSubstr("node 'x' (variable)"), HasSubstr("negative")));
+  Graph fc;
+  NodeEntry d = fc.Variable("d");
+  head = fc.Op("FullyConnected", "fc", {{"num_hidden", "4"}}, {d});
+  EXPECT_THAT(BindError<ShapeError>(fc, head, Options({{"d", {-2, 3}}})),
+              AllOf(HasSubstr("node 'd' (variable)"), HasSubstr("negative")));
 }
 
 DEPENGINE_INSTANTIATE_ENGINE_TEST(ExecutorTest);
