@@ -78,9 +78,13 @@ class Graph {
   // `op_type` with `kwargs`. `inputs` bind its first arguments in
   // ListArguments() order; the arguments left over become new variables
   // named "<name>_<argument>" (e.g. fc1_weight). Returns the node's visible
-  // outputs. Raises what OperatorProperty::Create / Init raise, or
-  // std::invalid_argument for a taken name, too many inputs or an entry that
-  // is not in this graph.
+  // outputs. Raises what OperatorProperty::Create / Init raise,
+  // std::invalid_argument for a taken name (the node's or a new variable's),
+  // too many inputs or an entry that is not in this graph, and
+  // std::logic_error when the operator's declarations contradict each other
+  // (NumOutputs() must equal ListOutputs().size() and be >= 1, and
+  // NumVisibleOutputs() lie in [1, NumOutputs()]). When it raises, the graph
+  // is left unchanged.
   std::vector<NodeEntry> AddOp(const std::string& op_type, const std::string& name,
                                const KwArgs& kwargs, const std::vector<NodeEntry>& inputs);
   // AddOp, returning the first output.

@@ -637,6 +637,31 @@ TEST_P(ExecutorTest, UnallocatableShapesAreShapeErrorsNamingTheNode) {
               AllOf(HasSubstr("node 'd' (variable)"), HasSubstr("negative")));
 }
 
+// Graph::AddOp checks the operator's output counts (before: NumOutputs()
+// larger than ListOutputs() overflowed a vector in the executor, and no
+// visible output made Graph::Op read an empty vector), and a failed AddOp
+// leaves the graph as it was (before: the variables made for the arguments
+// before the taken name stayed, and later failed the bind as unread
+// variables).
+TEST(GraphTest, AddOpChecksDeclarationsAndChangesNothingWhenItFails) {
+  Graph g;
+  NodeEntry x = g.Variable("x");
+  for (const char* mode : {"outputs_mismatch", "no_visible_outputs"}) {
+    SCOPED_TRACE(mode);
+    try {
+      g.AddOp("test_exec_declarations", "n", {{"mode", mode}}, {x});
+      FAIL() << "expected std::logic_error";
+    } catch (const std::logic_error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("test_exec_declarations (node 'n')"));
+      EXPECT_THAT(e.what(), HasSubstr("NumOutputs()"));
+    }
+  }
+  g.Variable("fc_bias");
+  EXPECT_THROW(g.Op("FullyConnected", "fc", {{"num_hidden", "2"}}, {x}), std::invalid_argument);
+  EXPECT_EQ(g.num_nodes(), 2);
+  EXPECT_THAT(g.ListArguments(), ::testing::ElementsAre("x", "fc_bias"));
+}
+
 DEPENGINE_INSTANTIATE_ENGINE_TEST(ExecutorTest);
 
 }  // namespace
