@@ -1,5 +1,6 @@
 // SGD updates in place.
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -36,6 +37,23 @@ void Check(const NDArray& w, const NDArray& other, const char* who, const char* 
   }
 }
 
+// Raises std::invalid_argument naming the field unless `p` holds values
+// SGDParam::Schema() accepts: a set field bypasses the schema, and a NaN or
+// negative learning rate would silently turn every weight into NaN.
+void CheckParam(const SGDParam& p, const char* who) {
+  auto fail = [&](const char* field, const char* accepts, double value) {
+    throw std::invalid_argument(std::string(who) + ": parameter '" + field + "' expects " +
+                                accepts + ", got " + internal::FormatValue(value));
+  };
+  if (!std::isfinite(p.lr) || p.lr < 0) fail("lr", "a finite number >= 0", p.lr);
+  if (!std::isfinite(p.wd) || p.wd < 0) fail("wd", "a finite number >= 0", p.wd);
+  if (!std::isfinite(p.momentum) || p.momentum < 0 || p.momentum > 1) {
+    fail("momentum", "a finite number in [0, 1]", p.momentum);
+  }
+  if (std::isnan(p.rescale_grad)) fail("rescale_grad", "a number", p.rescale_grad);
+  if (std::isnan(p.clip_gradient)) fail("clip_gradient", "a number", p.clip_gradient);
+}
+
 // The gradient step for one element, before the learning rate.
 template <class T>
 T Step(T g, T w, const SGDParam& p) {
@@ -51,6 +69,7 @@ T Step(T g, T w, const SGDParam& p) {
 
 void SGDUpdate(NDArray* weight, const NDArray& grad, const SGDParam& param, int priority) {
   Check(*weight, grad, "SGDUpdate", "grad");
+  CheckParam(param, "SGDUpdate");
   const TBlob w = weight->data(), g = grad.data();
   internal::VarLists vars;
   vars.Read(grad.var());
@@ -73,6 +92,7 @@ void SGDMomUpdate(NDArray* weight, const NDArray& grad, NDArray* mom, const SGDP
                   int priority) {
   Check(*weight, grad, "SGDMomUpdate", "grad");
   Check(*weight, *mom, "SGDMomUpdate", "mom");
+  CheckParam(param, "SGDMomUpdate");
   const TBlob w = weight->data(), g = grad.data(), m = mom->data();
   internal::VarLists vars;
   vars.Read(grad.var());
