@@ -42,7 +42,10 @@ class NDArray {
   // outlive every NDArray made on it. Raises std::invalid_argument naming
   // the shape for an unknown or empty shape, a negative dimension or more
   // than TShape::kMaxSize elements (so the byte size cannot overflow), and
-  // for an unknown type or a GPU context.
+  // for an unknown type or a GPU context, an unknown DeviceType or a
+  // negative dev_id. A dev_id beyond what the engine supports is refused by
+  // the engine (std::invalid_argument) at each push on the array's context;
+  // destroying such an array is still safe.
   explicit NDArray(const TShape& shape, Context ctx = Context::CPU(), Engine* engine = nullptr,
                    int dtype = kFloat32);
 

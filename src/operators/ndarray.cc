@@ -35,10 +35,18 @@ struct NDArray::Chunk {
     var = engine->NewVariable();
   }
   // Frees the memory after every function already pushed on `var`: the
-  // engine runs the deleter only once they have all finished.
+  // engine runs the deleter only once they have all finished. The deleter
+  // runs on the array's context; an engine that refuses that context (a
+  // dev_id beyond what it supports: every push on it was refused as well)
+  // runs it on CPU(0) instead, rather than the exception escaping a
+  // destructor and terminating the program.
   ~Chunk() {
     void* p = dptr;
-    engine->DeleteVariable([p](RunContext) { std::free(p); }, ctx, var);
+    try {
+      engine->DeleteVariable([p](RunContext) { std::free(p); }, ctx, var);
+    } catch (const std::invalid_argument&) {
+      engine->DeleteVariable([p](RunContext) { std::free(p); }, Context::CPU(), var);
+    }
   }
   Chunk(const Chunk&) = delete;
   Chunk& operator=(const Chunk&) = delete;
@@ -50,6 +58,14 @@ void CheckContext(Context ctx, const char* who) {
   if (ctx.dev_type == DeviceType::kGPU) {
     throw std::invalid_argument(std::string(who) +
                                 ": GPU storage is not supported in this build (CPU only)");
+  }
+  if (ctx.dev_type != DeviceType::kCPU && ctx.dev_type != DeviceType::kCPUPinned) {
+    throw std::invalid_argument(std::string(who) + ": unknown DeviceType " +
+                                std::to_string(static_cast<int>(ctx.dev_type)));
+  }
+  if (ctx.dev_id < 0) {
+    throw std::invalid_argument(std::string(who) + ": negative dev_id " +
+                                std::to_string(ctx.dev_id));
   }
 }
 

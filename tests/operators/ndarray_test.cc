@@ -267,6 +267,44 @@ TEST_P(NDArrayTest, RejectsNegativeAndOverflowingShapes) {
   EXPECT_EQ(b.Reshape(TShape{2, 3}).shape(), (TShape{2, 3}));
 }
 
+// Contexts the engine refuses are errors, never a termination. Before, an
+// array on CPU(-1) or CPU(64), or a ResourceManager asked for such a
+// device, was made without complaint, and its destructor's DeleteVariable
+// raised std::invalid_argument out of a destructor: std::terminate.
+TEST_P(NDArrayTest, ContextsTheEngineRefusesAreErrorsNotTerminations) {
+  auto rejects = [](auto f, const std::string& what) {
+    try {
+      f();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(what));
+      return;
+    }
+    ADD_FAILURE() << "expected std::invalid_argument: " << what;
+  };
+  rejects([&] { NDArray(TShape{4}, Context::CPU(-1), engine()); }, "dev_id -1");
+  rejects(
+      [&] {
+        NDArray(TShape{4}, Context{static_cast<DeviceType>(9), 0}, engine());
+      },
+      "DeviceType 9");
+  {
+    // The engines support CPU dev_ids 0 to 63: the engine refuses the
+    // pushes, and the array is still destroyed safely.
+    NDArray far(TShape{4}, Context::CPU(64), engine());
+    rejects([&] { far = 1.0; }, "dev_id 64");
+  }
+  for (Context ctx : {Context::CPU(-1), Context::CPU(64), Context::CPUPinned(-3)}) {
+    ResourceManager rm(engine());
+    rejects([&] { rm.Request(ctx, ResourceRequest::kRandom); }, "ResourceManager::Request");
+    rejects([&] { rm.Request(ctx, ResourceRequest::kTempSpace); }, "ResourceManager::Request");
+    rm.SeedRandom(3);
+  }  // each manager is destroyed with only valid devices
+  NDArray ok(TShape{4}, Context::CPUPinned(1), engine());
+  SampleUniform(0, 1, &ok, resources());
+  EXPECT_THAT(ok.ToVector(),
+              ::testing::Each(::testing::AllOf(::testing::Ge(0.f), ::testing::Lt(1.f))));
+}
+
 // A function that fails poisons the array it writes: WaitToRead rethrows.
 TEST_P(NDArrayTest, WaitToReadRethrowsFailure) {
   NDArray a(TShape{4}, Context::CPU(), engine());
