@@ -158,7 +158,10 @@ void CopyFromTo(const NDArray& from, NDArray* to, int priority = 0);
 // kRandom resource of out's context from `resources` (nullptr:
 // ResourceManager::Get(), which requires out to be on Engine::Get()). The
 // draw is pushed writing the generator's var, so draws are serialized and
-// reproducible after ResourceManager::SeedRandom.
+// reproducible after ResourceManager::SeedRandom. Raises
+// std::invalid_argument, before pushing anything, unless lo < hi with both
+// finite (and hi - lo finite) / the mean finite and the deviation finite
+// and > 0, in the array's element type.
 void SampleUniform(double lo, double hi, NDArray* out, ResourceManager* resources = nullptr);
 void SampleGaussian(double mean, double stddev, NDArray* out, ResourceManager* resources = nullptr);
 

@@ -2,6 +2,7 @@
 // storage freed through DeleteVariable.
 #include "depengine/ndarray.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -406,7 +407,33 @@ void Sample(NDArray* out, ResourceManager* rm, const char* name, F draw) {
 
 }  // namespace
 
+namespace {
+
+// Raises std::invalid_argument "<who>: <why> (got <a>, <b>)" unless `ok`
+// holds for a and b converted to out's element type (a float32 array makes
+// 1e39 infinite).
+template <class Ok>
+void CheckSampleParams(const NDArray& out, const char* who, double a, double b, const char* why,
+                       Ok ok) {
+  CheckDefined(out, who);
+  const bool good = SwitchType(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return ok(static_cast<T>(a), static_cast<T>(b));
+  });
+  if (!good) {
+    throw std::invalid_argument(std::string(who) + ": " + why + " (got " + std::to_string(a) +
+                                ", " + std::to_string(b) + ")");
+  }
+}
+
+}  // namespace
+
 void SampleUniform(double lo, double hi, NDArray* out, ResourceManager* rm) {
+  // std::uniform_real_distribution requires lo <= hi and hi - lo finite;
+  // [lo, hi) is empty unless lo < hi.
+  CheckSampleParams(*out, "SampleUniform", lo, hi,
+                    "the bounds must be finite with lo < hi in the array's type",
+                    [](auto l, auto h) { return std::isfinite(h - l) && l < h; });
   Sample(out, rm, "SampleUniform", [lo, hi](RandomGenerator* g, auto* p, std::size_t n) {
     using T = std::remove_pointer_t<decltype(p)>;
     g->SampleUniform(p, n, static_cast<T>(lo), static_cast<T>(hi));
@@ -414,6 +441,10 @@ void SampleUniform(double lo, double hi, NDArray* out, ResourceManager* rm) {
 }
 
 void SampleGaussian(double mean, double stddev, NDArray* out, ResourceManager* rm) {
+  // std::normal_distribution requires stddev > 0.
+  CheckSampleParams(*out, "SampleGaussian", mean, stddev,
+                    "the mean must be finite and the deviation finite and > 0",
+                    [](auto m, auto d) { return std::isfinite(m) && std::isfinite(d) && d > 0; });
   Sample(out, rm, "SampleGaussian", [mean, stddev](RandomGenerator* g, auto* p, std::size_t n) {
     using T = std::remove_pointer_t<decltype(p)>;
     g->SampleGaussian(p, n, static_cast<T>(mean), static_cast<T>(stddev));

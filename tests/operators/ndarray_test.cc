@@ -8,8 +8,11 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <random>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "depengine/resource.h"
@@ -342,6 +345,30 @@ TEST_P(NDArrayTest, StorageOutlivesPendingFunctions) {
   }               // the last reference to `a` goes away here
   release.store(true);
   EXPECT_THAT(result.ToVector(), ::testing::Each(2.0f));
+}
+
+// Bounds or deviations the distributions do not accept are errors, and
+// nothing is drawn. Before, SampleUniform(1, 0) drew from (0, 1], (0, inf)
+// filled the array with inf and a negative or NaN deviation was used as is.
+TEST_P(NDArrayTest, SamplingRejectsBadParameters) {
+  NDArray a(TShape{8}, Context::CPU(), engine());
+  a = 5.0;
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  for (const auto& [lo, hi] : std::vector<std::pair<double, double>>{
+           {1, 0}, {2, 2}, {0, inf}, {nan, 1}, {0, 1e39}, {-3e38, 3e38}}) {
+    SCOPED_TRACE(std::to_string(lo) + ", " + std::to_string(hi));
+    EXPECT_THROW(SampleUniform(lo, hi, &a, resources()), std::invalid_argument);
+  }
+  for (const auto& [mean, sd] :
+       std::vector<std::pair<double, double>>{{0, -1}, {0, 0}, {0, nan}, {inf, 1}, {0, 1e39}}) {
+    SCOPED_TRACE(std::to_string(mean) + ", " + std::to_string(sd));
+    EXPECT_THROW(SampleGaussian(mean, sd, &a, resources()), std::invalid_argument);
+  }
+  EXPECT_THAT(a.ToVector(), ::testing::Each(5.0f));
+  NDArray d(TShape{8}, Context::CPU(), engine(), kFloat64);
+  SampleUniform(-3e38, 3e38, &d, resources());  // representable in float64
+  SampleGaussian(0, 1e39, &d, resources());
+  d.WaitToRead();
 }
 
 TEST_P(NDArrayTest, SamplingIsReproducibleFromASeed) {
