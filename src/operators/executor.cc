@@ -90,6 +90,14 @@ struct Executor::Impl {
     std::vector<OpReqType> fwd_req, bwd_req;
     OprHandle fwd[2] = {nullptr, nullptr};  // [is_train]
     OprHandle bwd = nullptr;
+    // Written by the node's forward and backward operators, for nodes that
+    // have both: an Operator runs in one engine function at a time
+    // (operator.h), and without it the next run's Forward may share no var
+    // with this run's Backward (an operator whose backward reads only
+    // out_grad), so the engine could run both at once on one Operator. Like
+    // a resource var it guards state, not a result: marked scratch, so a
+    // failing Backward does not make every later Forward be skipped.
+    VarHandle state_var = nullptr;
   };
   std::vector<Run> runs;  // per node
   // Vars of the arrays the user cannot reach (planned memory, head
@@ -593,6 +601,13 @@ void Executor::Impl::PrepareRuns(const ExecutorOptions& o) {
       r.bwd_req.push_back(req);
     }
   }
+  // Last, once nothing here can raise any more: the constructor raising
+  // would leave these vars undeleted (the destructor deletes them).
+  for (int n = 0; n < static_cast<int>(nodes.size()); ++n) {
+    if (!IsOp(n) || bwd_step[n] < 0) continue;
+    runs[n].state_var = engine->NewVariable();
+    internal::MarkScratchVar(engine, runs[n].state_var);
+  }
 }
 
 void Executor::Impl::CollectInternalVars(const std::vector<NDArray>& outputs,
@@ -632,6 +647,7 @@ OprHandle Executor::Impl::BuildForward(int n, bool is_train) {
     vars.Write(a.var());
   }
   for (const Resource& res : r.fwd_res) vars.Write(res.var);
+  vars.Write(r.state_var);  // null (ignored) for a node without backward
   vars.Finish();
   AsyncFn fn = [op = r.op, name = r.name, in, out, aux, req = r.fwd_req, res = r.fwd_res, is_train](
                    RunContext rctx, CallbackOnComplete done) {
@@ -679,6 +695,7 @@ OprHandle Executor::Impl::BuildBackward(int n) {
     vars.Write(a.var());
   }
   for (const Resource& res : r.bwd_res) vars.Write(res.var);
+  vars.Write(r.state_var);
   vars.Finish();
   AsyncFn fn = [op = r.op, name = r.name, og, in, out, ig, aux, req = r.bwd_req, res = r.bwd_res](
                    RunContext rctx, CallbackOnComplete done) {
@@ -790,6 +807,10 @@ Executor::~Executor() {
   for (Impl::Run& r : impl_->runs) {
     for (OprHandle h : {r.fwd[0], r.fwd[1], r.bwd}) {
       if (h != nullptr) impl_->engine->DeleteOperator(h);
+    }
+    // After every pushed function that writes it.
+    if (r.state_var != nullptr) {
+      impl_->engine->DeleteVariable([](RunContext) {}, impl_->ctx, r.state_var);
     }
   }
 }

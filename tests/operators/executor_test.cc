@@ -7,10 +7,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "depengine/simple_op.h"
 #include "ops_fixture.h"
@@ -173,6 +176,70 @@ class DeclProp : public OperatorProperty {
   DeclParam p_;
 };
 DEPENGINE_REGISTER_OP_PROPERTY(test_exec_declarations, DeclProp);
+
+// test_exec_log: the identity, whose Forward and Backward append 'F' / 'B'
+// to a log and count calls that find another call of the same Operator
+// still running (an Operator need not be thread-safe: operator.h promises
+// it runs in one engine function at a time). Backward reads only out_grad.
+struct CallLog {
+  std::mutex mu;
+  std::string calls;  // guarded by mu
+  std::atomic<int> overlaps{0};
+};
+CallLog call_log;
+class LogOp : public Operator {
+ public:
+  void Forward(const OpContext&, const std::vector<TBlob>& in, const std::vector<OpReqType>& req,
+               const std::vector<TBlob>& out, const std::vector<TBlob>&) override {
+    Enter('F');
+    Copy(in[0], out[0], req[0]);
+    busy_.store(false);
+  }
+  void Backward(const OpContext&, const std::vector<TBlob>& out_grad, const std::vector<TBlob>&,
+                const std::vector<TBlob>&, const std::vector<OpReqType>& req,
+                const std::vector<TBlob>& in_grad, const std::vector<TBlob>&) override {
+    Enter('B');
+    Copy(out_grad[0], in_grad[0], req[0]);
+    busy_.store(false);
+  }
+
+ private:
+  void Enter(char what) {
+    if (busy_.exchange(true)) ++call_log.overlaps;
+    std::lock_guard<std::mutex> lock(call_log.mu);
+    call_log.calls += what;
+  }
+  static void Copy(const TBlob& from, const TBlob& to, OpReqType req) {
+    SwitchType(to.type_flag_, [&](auto tag) {
+      using T = decltype(tag);
+      for (std::size_t i = 0; i < to.Size(); ++i) Assign(to.dptr<T>()[i], req, from.dptr<T>()[i]);
+    });
+  }
+  std::atomic<bool> busy_{false};
+};
+class LogProp : public OperatorProperty {
+ public:
+  void Init(const KwArgs&) override {}
+  std::map<std::string, std::string> GetParams() const override { return {}; }
+  bool InferShape(std::vector<TShape>* in, std::vector<TShape>* out,
+                  std::vector<TShape>*) const override {
+    out->resize(1);
+    if (!(*in)[0].known()) return false;
+    ShapeAssign("test_exec_log", "output", &(*out)[0], (*in)[0]);
+    return true;
+  }
+  std::vector<int> DeclareBackwardDependency(const std::vector<int>& out_grad,
+                                             const std::vector<int>&,
+                                             const std::vector<int>&) const override {
+    return {out_grad[0]};
+  }
+  std::unique_ptr<OperatorProperty> Copy() const override {
+    return std::make_unique<LogProp>(*this);
+  }
+  Operator* CreateOperator(Context) const override { return new LogOp; }
+  std::string TypeString() const override { return "test_exec_log"; }
+};
+DEPENGINE_REGISTER_OP_PROPERTY(test_exec_log, LogProp);
 
 // x -> a -> b -> c, three test_exec_declarations nodes; b has `mode`, so
 // that in-place sharing between internal tensors is possible at b.
@@ -609,6 +676,43 @@ TEST_P(ExecutorTest, CustomOperatorDeclarationErrorsNameTheNode) {
     const std::string error = BindError<std::logic_error>(g, head, Options({{"x", {2, 3}}}));
     EXPECT_THAT(error, HasSubstr("node 'b' (test_exec_declarations)"));
   }
+}
+
+// The next run's Forward of a node waits for this run's Backward of it,
+// even when they share no array (the backward reads only out_grad and
+// writes x's gradient; the forward reads x and writes the output), so that
+// one Operator never runs in two engine functions at once. Before, the
+// second Forward ran while the Backward was still waiting (log "FFB"; on
+// the threaded engines the two calls could overlap).
+TEST_P(ExecutorTest, ForwardWaitsForTheSameOperatorsBackward) {
+  {
+    std::lock_guard<std::mutex> lock(call_log.mu);
+    call_log.calls.clear();
+  }
+  call_log.overlaps = 0;
+  Graph g;
+  NodeEntry x = g.Variable("x");
+  NodeEntry y = g.Op("test_exec_log", "s", {}, {x});
+  Executor exec(g, {y}, Options({{"x", {4}}}));
+  exec.Forward(true);
+  // Holds x's gradient, so that the Backward below waits until released.
+  std::atomic<bool> holding{false};
+  CallbackOnComplete release;
+  engine()->PushAsync(
+      [&](RunContext, CallbackOnComplete done) {
+        release = done;
+        holding.store(true, std::memory_order_release);
+      },
+      Context::CPU(), {}, {exec.grad("x").var()});
+  while (!holding.load(std::memory_order_acquire)) std::this_thread::yield();
+  exec.Backward();
+  exec.Forward(true);
+  release();
+  exec.outputs()[0].WaitToRead();
+  exec.grad("x").WaitToRead();
+  std::lock_guard<std::mutex> lock(call_log.mu);
+  EXPECT_EQ(call_log.calls, "FBF");
+  EXPECT_EQ(call_log.overlaps.load(), 0);
 }
 
 // Shapes no array can have are ShapeErrors naming the node, whether given
