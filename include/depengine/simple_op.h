@@ -119,7 +119,7 @@ struct SimpleOpCall {
 // are given a null function.
 class SimpleOpRegEntry {
  public:
-  explicit SimpleOpRegEntry(std::string name) : name_(std::move(name)) {}
+  explicit SimpleOpRegEntry(std::string name);
 
   SimpleOpRegEntry& set_shape_function(UnaryShapeFunction fn);
   SimpleOpRegEntry& set_shape_function(BinaryShapeFunction fn);
@@ -156,7 +156,9 @@ class SimpleOpRegEntry {
   // the op allows it (kInplaceInOut / kInplaceLhsOut), through a temporary
   // otherwise. Raises std::invalid_argument (wrong arity, scalar/kwargs not
   // enabled) or ShapeError naming the op and the shapes, and
-  // std::logic_error when no forward function was registered.
+  // std::logic_error when no forward function was registered. The pushed
+  // function does not refer to the entry: an entry that is not registered
+  // (a local SimpleOpRegEntry) may go away before it runs.
   void Invoke(const std::vector<NDArray>& inputs, const SimpleOpCall& call, NDArray* out) const;
   NDArray Invoke(const std::vector<NDArray>& inputs, const SimpleOpCall& call = {}) const;
 
@@ -193,6 +195,9 @@ class SimpleOpRegEntry {
   void SetGrad(SimpleOpGradKind kind, int arity, SimpleOpInplaceOption inplace, DeviceType dev);
 
   std::string name_;
+  // name_ in storage that lives as long as the program: the engine keeps
+  // the name of a pushed function until it runs.
+  const char* stable_name_ = nullptr;
   std::string description_;
   int num_inputs_ = 0;  // 0 until a function or shape function is set
   bool enable_scalar_ = false;

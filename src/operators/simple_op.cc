@@ -2,6 +2,8 @@
 // makes every simple op an OperatorProperty.
 #include "depengine/simple_op.h"
 
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -15,10 +17,23 @@ std::logic_error RegError(const std::string& op, const std::string& what) {
   return std::logic_error("SimpleOp " + op + ": " + what);
 }
 
+// The name `name` in storage that lives as long as the program, one copy
+// per distinct name. Never destroyed: an engine that outlives the static
+// objects (Engine::Get()) may still run functions named by it at exit.
+const char* StableName(const std::string& name) {
+  static std::mutex* const mu = new std::mutex;
+  static std::set<std::string>* const names = new std::set<std::string>;  // guarded by *mu
+  std::lock_guard<std::mutex> lock(*mu);
+  return names->insert(name).first->c_str();  // set nodes never move
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
 // Registration.
+
+SimpleOpRegEntry::SimpleOpRegEntry(std::string name)
+    : name_(std::move(name)), stable_name_(StableName(name_)) {}
 
 void SimpleOpRegEntry::SetArity(int n, const char* what) {
   if (num_inputs_ != 0 && num_inputs_ != n) {
@@ -340,13 +355,20 @@ void SimpleOpRegEntry::Invoke(const std::vector<NDArray>& inputs, const SimpleOp
   std::vector<TBlob> in_blobs;
   for (const NDArray& a : inputs) in_blobs.push_back(a.data());
   const TBlob out_blob = out->data();
-  const SimpleOpRegEntry* self = this;  // registry entries live forever
+  // The function copies what it calls instead of pointing at this entry,
+  // which need not be registered (nor outlive the function).
+  const UnaryFunction unary = unary_fn_;
+  const BinaryFunction binary = binary_fn_;
   engine->PushSync(
-      [self, in_blobs, out_blob, env, req](RunContext rctx) {
+      [unary, binary, in_blobs, out_blob, env, req](RunContext rctx) {
         TBlob o = out_blob;
-        self->CallForward(in_blobs, env, &o, req, rctx);
+        if (unary != nullptr) {
+          unary(in_blobs[0], env, &o, req, rctx);
+        } else {
+          binary(in_blobs[0], in_blobs[1], env, &o, req, rctx);
+        }
       },
-      ctx, vars.reads(), vars.writes(), FnProperty::kNormal, 0, name_.c_str());
+      ctx, vars.reads(), vars.writes(), FnProperty::kNormal, 0, stable_name_);
 }
 
 NDArray SimpleOpRegEntry::Invoke(const std::vector<NDArray>& inputs,

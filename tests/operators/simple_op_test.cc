@@ -5,9 +5,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <new>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "op_harness.h"
@@ -275,6 +279,36 @@ TEST(SimpleOpRegistration, ContradictionsAreErrors) {
   e.set_enable_scalar(true);
   EXPECT_THROW(e.set_enable_kwargs(true), std::logic_error);
   EXPECT_THROW(SimpleOpRegistry::Get("no_such_op"), std::invalid_argument);
+}
+
+// The function Invoke pushes does not point at the entry, so a local entry
+// may go away first. Before, it called the entry's members when it ran
+// (AddressSanitizer: stack-use-after-scope), and the engine kept a pointer
+// to the entry's name.
+std::atomic<bool> slow_copy_go{false};
+void SlowCopy(const TBlob& src, const EnvArguments&, TBlob* ret, OpReqType req, RunContext) {
+  while (!slow_copy_go.load(std::memory_order_acquire)) std::this_thread::yield();
+  for (std::size_t i = 0; i < src.Size(); ++i)
+    Assign(ret->dptr<float>()[i], req, src.dptr<float>()[i] + 1);
+}
+TEST(SimpleOpRegistration, LocalEntryMayGoAwayBeforeItsFunctionRuns) {
+  EngineOptions options;
+  options.kind = EngineKind::kPooled;
+  options.cpu_worker_threads = 2;
+  auto engine = CreateEngine(options);
+  NDArray a(TShape{4}, Context::CPU(), engine.get());
+  a = 1.0;
+  NDArray out;
+  alignas(SimpleOpRegEntry) unsigned char storage[sizeof(SimpleOpRegEntry)];
+  auto* entry = new (storage) SimpleOpRegEntry("test_local_entry");
+  entry->set_function(DeviceType::kCPU, SlowCopy);
+  out = entry->Invoke({a});
+  entry->~SimpleOpRegEntry();
+  // Scribble over the dead entry, so that a late use of it reads garbage
+  // even without a sanitizer.
+  std::memset(storage, 0xff, sizeof storage);
+  slow_copy_go.store(true, std::memory_order_release);
+  EXPECT_THAT(out.ToVector(), ::testing::Each(2.0f));
 }
 
 // A null function pointer is refused when it is registered (it would be
