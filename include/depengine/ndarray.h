@@ -91,7 +91,10 @@ class NDArray {
   void SyncCopyFromCPU(const T* data, std::size_t n) {
     SyncCopyFromCPUImpl(data, n, DataType<T>::kFlag);
   }
-  // Copies the array into host memory, after the operations writing it.
+  // Copies the array into host memory, in an engine function pushed (like
+  // any operation) after the operations before it on the array, from any
+  // thread, and waits for it; a later operation, from any thread, does not
+  // change what it copies. Rethrows a failure as WaitToRead.
   template <class T>
   void SyncCopyToCPU(T* data, std::size_t n) const {
     SyncCopyToCPUImpl(data, n, DataType<T>::kFlag);

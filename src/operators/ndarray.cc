@@ -236,8 +236,16 @@ void NDArray::SyncCopyToCPUImpl(void* dst, std::size_t n, int dtype) const {
                                 std::to_string(n) + " " + TypeName(dtype) + " elements of a " +
                                 TypeName(dtype_) + " array of shape " + shape_.ToString());
   }
+  // Copied by an engine function, not after a wait on this thread: another
+  // thread may push a write on the array right after the wait returns, and
+  // it would run during the copy (a torn read). The function is listed as a
+  // writer so that the engine's memory-ordering promise (functions writing a
+  // var, then WaitForVar) covers the copy into `dst`.
+  const void* src = data().dptr_;
+  const std::size_t bytes = n * TypeSize(dtype);
+  PushArrays("SyncCopyToCPU", engine(), ctx(),
+             [dst, src, bytes](RunContext) { std::memcpy(dst, src, bytes); }, {}, {this});
   WaitToRead();
-  std::memcpy(dst, data().dptr_, n * TypeSize(dtype));
 }
 
 NDArray NDArray::Copy() const {

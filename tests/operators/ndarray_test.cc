@@ -308,6 +308,40 @@ TEST_P(NDArrayTest, ContextsTheEngineRefusesAreErrorsNotTerminations) {
               ::testing::Each(::testing::AllOf(::testing::Ge(0.f), ::testing::Lt(1.f))));
 }
 
+// ToVector / SyncCopyToCPU on one thread while another thread pushes
+// writes on the same storage: each copy sees the array between two writes,
+// never during one. Before, the copy was a memcpy on the caller's thread
+// after WaitToRead, so a write pushed by the other thread after the wait ran
+// during it (ThreadSanitizer: data race; torn copies whose elements
+// differ). After the fix the copy is an engine function, ordered.
+TEST_P(NDArrayTest, CopyToHostIsOrderedAgainstOtherThreadsWrites) {
+  NDArray a(TShape{1 << 17}, Context::CPU(), engine());
+  a = 0.0;
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    NDArray mine = a;  // another NDArray object on the same storage
+    for (int i = 0; i < 400; ++i) {
+      mine += 1.0;
+      mine.WaitToWrite();  // one write at a time, so that copies come between them
+    }
+    done.store(true);
+  });
+  int torn = 0, copies = 0;
+  while (!done.load() || copies < 10) {
+    const std::vector<float> v = a.ToVector();
+    ++copies;
+    for (float x : v) {
+      if (x != v[0]) {
+        ++torn;
+        break;
+      }
+    }
+  }
+  writer.join();
+  EXPECT_EQ(torn, 0) << "of " << copies << " copies";
+  EXPECT_THAT(a.ToVector(), ::testing::Each(400.0f));
+}
+
 // A function that fails poisons the array it writes: WaitToRead rethrows.
 TEST_P(NDArrayTest, WaitToReadRethrowsFailure) {
   NDArray a(TShape{4}, Context::CPU(), engine());
