@@ -78,9 +78,13 @@ class Graph {
   // `op_type` with `kwargs`. `inputs` bind its first arguments in
   // ListArguments() order; the arguments left over become new variables
   // named "<name>_<argument>" (e.g. fc1_weight). Returns the node's visible
-  // outputs. Raises what OperatorProperty::Create / Init raise, or
-  // std::invalid_argument for a taken name, too many inputs or an entry that
-  // is not in this graph.
+  // outputs. Raises what OperatorProperty::Create / Init raise,
+  // std::invalid_argument for a taken name (the node's or a new variable's),
+  // too many inputs or an entry that is not in this graph, and
+  // std::logic_error when the operator's declarations contradict each other
+  // (NumOutputs() must equal ListOutputs().size() and be >= 1, and
+  // NumVisibleOutputs() lie in [1, NumOutputs()]). When it raises, the graph
+  // is left unchanged.
   std::vector<NodeEntry> AddOp(const std::string& op_type, const std::string& name,
                                const KwArgs& kwargs, const std::vector<NodeEntry>& inputs);
   // AddOp, returning the first output.
@@ -145,7 +149,12 @@ class Executor {
   // gradients and planned memory, and builds the engine operators. Raises
   // ShapeError naming the node, the operator and the shapes when shapes
   // cannot be inferred or do not fit (for a variable that no operator
-  // reads and whose shape is not given: naming the variable's node);
+  // reads and whose shape is not given: naming the variable's node), also
+  // when a variable, an output or an auxiliary state would get a shape no
+  // array can have (no elements, a negative dimension) or an auxiliary
+  // state's shape is left unknown; std::logic_error naming the node when
+  // its operator's CreateOperator returns nullptr or its in-place options
+  // name an input, output or gradient the operator does not have;
   // std::invalid_argument for an unknown name in the options, an empty
   // `heads`, or an output given twice in `heads` (its head gradients would
   // have to be summed; this executor does not, so it rejects it).

@@ -42,7 +42,10 @@ class NDArray {
   // outlive every NDArray made on it. Raises std::invalid_argument naming
   // the shape for an unknown or empty shape, a negative dimension or more
   // than TShape::kMaxSize elements (so the byte size cannot overflow), and
-  // for an unknown type or a GPU context.
+  // for an unknown type or a GPU context, an unknown DeviceType or a
+  // negative dev_id. A dev_id beyond what the engine supports is refused by
+  // the engine (std::invalid_argument) at each push on the array's context;
+  // destroying such an array is still safe.
   explicit NDArray(const TShape& shape, Context ctx = Context::CPU(), Engine* engine = nullptr,
                    int dtype = kFloat32);
 
@@ -88,7 +91,10 @@ class NDArray {
   void SyncCopyFromCPU(const T* data, std::size_t n) {
     SyncCopyFromCPUImpl(data, n, DataType<T>::kFlag);
   }
-  // Copies the array into host memory, after the operations writing it.
+  // Copies the array into host memory, in an engine function pushed (like
+  // any operation) after the operations before it on the array, from any
+  // thread, and waits for it; a later operation, from any thread, does not
+  // change what it copies. Rethrows a failure as WaitToRead.
   template <class T>
   void SyncCopyToCPU(T* data, std::size_t n) const {
     SyncCopyToCPUImpl(data, n, DataType<T>::kFlag);
@@ -155,7 +161,10 @@ void CopyFromTo(const NDArray& from, NDArray* to, int priority = 0);
 // kRandom resource of out's context from `resources` (nullptr:
 // ResourceManager::Get(), which requires out to be on Engine::Get()). The
 // draw is pushed writing the generator's var, so draws are serialized and
-// reproducible after ResourceManager::SeedRandom.
+// reproducible after ResourceManager::SeedRandom. Raises
+// std::invalid_argument, before pushing anything, unless lo < hi with both
+// finite (and hi - lo finite) / the mean finite and the deviation finite
+// and > 0, in the array's element type.
 void SampleUniform(double lo, double hi, NDArray* out, ResourceManager* resources = nullptr);
 void SampleGaussian(double mean, double stddev, NDArray* out, ResourceManager* resources = nullptr);
 

@@ -144,7 +144,8 @@ class OperatorProperty {
 
   // A new property of the registered type `type_name` (not yet Init-ed);
   // SimpleOp registrations (simple_op.h) count too. Raises
-  // std::invalid_argument listing the registered names when unknown.
+  // std::invalid_argument listing the registered names when unknown, and
+  // std::logic_error naming the type when its factory returns nullptr.
   static std::unique_ptr<OperatorProperty> Create(const std::string& type_name);
   // Create followed by Init.
   static std::unique_ptr<OperatorProperty> Create(const std::string& type_name,
@@ -157,7 +158,8 @@ class OperatorRegistry {
  public:
   using Factory = std::function<std::unique_ptr<OperatorProperty>()>;
   // Registers `factory` under `name`; raises std::invalid_argument when the
-  // name is taken. Returns true so it can initialize a static.
+  // name is taken or `factory` is empty. Returns true so it can initialize
+  // a static.
   static bool Register(const std::string& name, Factory factory, std::string description = "");
   // The factory of `name`, or nullptr.
   static const Factory* Find(const std::string& name);

@@ -23,11 +23,18 @@ struct SGDParam {
 
 // weight -= lr * (clip(rescale_grad * grad) + wd * weight), pushed as a
 // write of `weight` and a read of `grad`. Raises std::invalid_argument when
-// shapes, types or engines differ.
+// shapes, types, contexts or engines differ, and, naming the field, when
+// `param` holds a value SGDParam::Schema() would refuse (lr or wd negative
+// or not finite, momentum outside [0, 1], NaN anywhere). `grad` may be a
+// view of the weight's storage: the result is the serial one (a partly
+// overlapping grad is copied first).
 void SGDUpdate(NDArray* weight, const NDArray& grad, const SGDParam& param, int priority = 0);
 
 // mom = momentum * mom - lr * (clip(rescale_grad * grad) + wd * weight);
 // weight += mom. Pushed as a write of `weight` and `mom`, a read of `grad`.
+// Raises as SGDUpdate, and std::invalid_argument when weight and mom are
+// partly overlapping views of one storage. `grad` may be a view of the
+// storage of either: the result is the serial one, as in SGDUpdate.
 void SGDMomUpdate(NDArray* weight, const NDArray& grad, NDArray* mom, const SGDParam& param,
                   int priority = 0);
 

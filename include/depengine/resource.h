@@ -114,7 +114,10 @@ class ResourceManager {
 
   // A resource of `req`'s type on `ctx`. kRandom: the device's single
   // generator. kTempSpace: the device's temporary buffers, in turn.
-  // Raises std::invalid_argument for a GPU context (no GPU storage).
+  // Raises std::invalid_argument for a GPU context (no GPU storage), and
+  // for a context the engine refuses (an unknown DeviceType, a dev_id out of
+  // its range), checked with an empty function pushed on the context the
+  // first time a device is requested.
   Resource Request(Context ctx, const ResourceRequest& req);
 
   // Reseeds every device generator, existing and future: device `ctx` gets

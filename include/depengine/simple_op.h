@@ -115,10 +115,11 @@ struct SimpleOpCall {
 
 // One registered simple op. Built by DEPENGINE_REGISTER_SIMPLE_OP; the
 // setters chain and raise std::logic_error when they contradict each other
-// (e.g. a unary function on a binary op, scalar together with kwargs).
+// (e.g. a unary function on a binary op, scalar together with kwargs) or
+// are given a null function.
 class SimpleOpRegEntry {
  public:
-  explicit SimpleOpRegEntry(std::string name) : name_(std::move(name)) {}
+  explicit SimpleOpRegEntry(std::string name);
 
   SimpleOpRegEntry& set_shape_function(UnaryShapeFunction fn);
   SimpleOpRegEntry& set_shape_function(BinaryShapeFunction fn);
@@ -154,7 +155,10 @@ class SimpleOpRegEntry {
   // the resources. Writing into an input's storage is done in place when
   // the op allows it (kInplaceInOut / kInplaceLhsOut), through a temporary
   // otherwise. Raises std::invalid_argument (wrong arity, scalar/kwargs not
-  // enabled) or ShapeError naming the op and the shapes.
+  // enabled) or ShapeError naming the op and the shapes, and
+  // std::logic_error when no forward function was registered. The pushed
+  // function does not refer to the entry: an entry that is not registered
+  // (a local SimpleOpRegEntry) may go away before it runs.
   void Invoke(const std::vector<NDArray>& inputs, const SimpleOpCall& call, NDArray* out) const;
   NDArray Invoke(const std::vector<NDArray>& inputs, const SimpleOpCall& call = {}) const;
 
@@ -166,6 +170,10 @@ class SimpleOpRegEntry {
   bool enable_kwargs() const { return enable_kwargs_; }
   bool symbolic() const { return symbolic_; }
   bool has_shape_function() const { return unary_shape_ != nullptr || binary_shape_ != nullptr; }
+  // Whether a forward function was registered (set_function). An op
+  // without one cannot be invoked, nor created as an OperatorProperty
+  // (std::logic_error naming it).
+  bool has_function() const { return unary_fn_ != nullptr || binary_fn_ != nullptr; }
   SimpleOpGradKind grad_kind() const { return grad_kind_; }
   SimpleOpInplaceOption forward_inplace() const { return fwd_inplace_; }
   SimpleOpInplaceOption backward_inplace() const { return bwd_inplace_; }
@@ -187,6 +195,9 @@ class SimpleOpRegEntry {
   void SetGrad(SimpleOpGradKind kind, int arity, SimpleOpInplaceOption inplace, DeviceType dev);
 
   std::string name_;
+  // name_ in storage that lives as long as the program: the engine keeps
+  // the name of a pushed function until it runs.
+  const char* stable_name_ = nullptr;
   std::string description_;
   int num_inputs_ = 0;  // 0 until a function or shape function is set
   bool enable_scalar_ = false;

@@ -36,6 +36,22 @@ struct Block {
 
 std::string ShapeOrUnknown(const TShape& s) { return s.known() ? s.ToString() : "?"; }
 
+// Raises ShapeError "<who>: <what> has shape <s>, ..." unless an array of
+// known shape `s` can be allocated: no negative dimension, no overflow, at
+// least one element (what NDArray requires, said here with the node's name).
+void CheckAllocatable(const TShape& s, const std::string& who, const std::string& what) {
+  TShape::index_t size = 0;
+  try {
+    size = s.Size();
+  } catch (const std::invalid_argument& e) {
+    throw ShapeError(who + ": " + what + " has shape " + s.ToString() + ": " + e.what());
+  }
+  if (size <= 0) {
+    throw ShapeError(who + ": " + what + " has shape " + s.ToString() +
+                     ", which has no elements; arrays need at least one");
+  }
+}
+
 }  // namespace
 
 struct Executor::Impl {
@@ -74,6 +90,14 @@ struct Executor::Impl {
     std::vector<OpReqType> fwd_req, bwd_req;
     OprHandle fwd[2] = {nullptr, nullptr};  // [is_train]
     OprHandle bwd = nullptr;
+    // Written by the node's forward and backward operators, for nodes that
+    // have both: an Operator runs in one engine function at a time
+    // (operator.h), and without it the next run's Forward may share no var
+    // with this run's Backward (an operator whose backward reads only
+    // out_grad), so the engine could run both at once on one Operator. Like
+    // a resource var it guards state, not a result: marked scratch, so a
+    // failing Backward does not make every later Forward be skipped.
+    VarHandle state_var = nullptr;
   };
   std::vector<Run> runs;  // per node
   // Vars of the arrays the user cannot reach (planned memory, head
@@ -128,6 +152,7 @@ void Executor::Impl::InferShapes(const ExecutorOptions& o) {
       }
       s = it->second.shape();
     }
+    if (s.known()) CheckAllocatable(s, "node '" + name + "' (variable)", "the variable");
   }
   // Propagate until nothing changes; each pass visits the nodes in order,
   // and InferShape may fill inputs (weights) as well as outputs.
@@ -190,6 +215,33 @@ void Executor::Impl::InferShapes(const ExecutorOptions& o) {
     throw ShapeError("node '" + nodes[n].name +
                      "' (variable): cannot infer its shape (?): no operator reads it; give its "
                      "shape (ExecutorOptions::arg_shapes) or leave it out of the graph");
+  }
+  // What the operators inferred must be allocatable too: an output or an
+  // auxiliary state without elements (or still unknown) is the node's
+  // error, named here rather than by the allocation.
+  for (int n = 0; n < static_cast<int>(nodes.size()); ++n) {
+    if (!IsOp(n)) continue;
+    const std::string who = "node '" + nodes[n].name + "' (" + nodes[n].op->TypeString() + ")";
+    const auto outs = nodes[n].op->ListOutputs();
+    for (int k = 0; k < NumOutputs(n); ++k) {
+      CheckAllocatable(shape[Entry({n, k})], who,
+                       "output '" + outs[static_cast<std::size_t>(k)] + "'");
+    }
+    const auto aux_names = nodes[n].op->ListAuxiliaryStates();
+    if (aux_shape[n].size() != aux_names.size()) {
+      throw ShapeError(who + ": InferShape gave " + std::to_string(aux_shape[n].size()) +
+                       " auxiliary shapes for " + std::to_string(aux_names.size()) +
+                       " auxiliary states (ListAuxiliaryStates)");
+    }
+    for (std::size_t a = 0; a < aux_names.size(); ++a) {
+      const TShape& s = aux_shape[n][a];
+      const std::string what = "auxiliary state '" + aux_names[a] + "'";
+      if (!s.known()) {
+        throw ShapeError(who + ": cannot infer the shape of " + what +
+                         " (InferShape left it unknown)");
+      }
+      CheckAllocatable(s, who, what);
+    }
   }
 }
 
@@ -334,17 +386,33 @@ void Executor::Impl::Plan(const ExecutorOptions& o, MemoryPlanStats* stats) {
         std::vector<int> slots(static_cast<std::size_t>(std::max(no, ni)));
         std::vector<void*> ptrs;
         for (auto& v : slots) ptrs.push_back(&v);
-        auto slot_of = [&](void* p) {
-          return static_cast<int>(static_cast<int*>(p) - slots.data());
+        // The operator's options are checked before they are used: an id
+        // or a pointer it was not given is its bug, named here instead of
+        // indexing out of bounds.
+        auto bad_option = [&](const char* which, const std::string& what) {
+          return std::logic_error("Executor: node '" + node.name + "' (" + node.op->TypeString() +
+                                  "): " + which + " names " + what);
+        };
+        auto slot_of = [&](void* p, const char* which, const char* what) {
+          const auto it = std::find(ptrs.begin(), ptrs.end(), p);
+          if (p == nullptr || it == ptrs.end()) {
+            throw bad_option(which, std::string("a pointer that is not one of its ") + what);
+          }
+          return static_cast<int>(it - ptrs.begin());
         };
         if (!backward) {
           std::vector<int> in(ni);
           for (int j = 0; j < ni; ++j) in[j] = j;
           ptrs.resize(static_cast<std::size_t>(no));
           for (const auto& [j, p] : node.op->ForwardInplaceOption(in, ptrs)) {
+            if (j < 0 || j >= ni) {
+              throw bad_option("ForwardInplaceOption",
+                               "input " + std::to_string(j) + " of " + std::to_string(ni));
+            }
+            const int k = slot_of(p, "ForwardInplaceOption", "outputs");
             const int src_entry = Entry(node.inputs[j]);
             if (uses(src_entry) != 1) continue;
-            pairs.emplace_back(fwd_tensor[src_entry], fwd_tensor[Entry({n, slot_of(p)})]);
+            pairs.emplace_back(fwd_tensor[src_entry], fwd_tensor[Entry({n, k})]);
           }
         } else {
           std::vector<int> og(no), in(ni), out(no);
@@ -352,7 +420,12 @@ void Executor::Impl::Plan(const ExecutorOptions& o, MemoryPlanStats* stats) {
           for (int j = 0; j < ni; ++j) in[j] = InId(n, j);
           ptrs.resize(static_cast<std::size_t>(ni));
           for (const auto& [id, p] : node.op->BackwardInplaceOption(og, in, out, ptrs)) {
-            const int j = slot_of(p);
+            if (id < 0 || id >= 2 * no + ni) {
+              throw bad_option("BackwardInplaceOption",
+                               "id " + std::to_string(id) + ", not an out_grad, in_data or " +
+                                   "out_data id (0 to " + std::to_string(2 * no + ni - 1) + ")");
+            }
+            const int j = slot_of(p, "BackwardInplaceOption", "input gradients");
             const int dst_entry = Entry(node.inputs[j]);
             if (uses(dst_entry) != 1) continue;
             int src = -1;
@@ -485,6 +558,11 @@ void Executor::Impl::PrepareRuns(const ExecutorOptions& o) {
     if (!IsOp(n)) continue;
     Run& r = runs[n];
     r.op.reset(nodes[n].op->CreateOperator(ctx));
+    if (r.op == nullptr) {
+      throw std::logic_error("Executor: node '" + nodes[n].name + "' (" +
+                             nodes[n].op->TypeString() +
+                             "): CreateOperator returned no operator (nullptr)");
+    }
     r.name = std::make_shared<const std::string>(nodes[n].name);
     std::vector<TShape> in_shapes;
     for (const NodeEntry& e : nodes[n].inputs) in_shapes.push_back(shape[Entry(e)]);
@@ -522,6 +600,13 @@ void Executor::Impl::PrepareRuns(const ExecutorOptions& o) {
       }
       r.bwd_req.push_back(req);
     }
+  }
+  // Last, once nothing here can raise any more: the constructor raising
+  // would leave these vars undeleted (the destructor deletes them).
+  for (int n = 0; n < static_cast<int>(nodes.size()); ++n) {
+    if (!IsOp(n) || bwd_step[n] < 0) continue;
+    runs[n].state_var = engine->NewVariable();
+    internal::MarkScratchVar(engine, runs[n].state_var);
   }
 }
 
@@ -562,6 +647,7 @@ OprHandle Executor::Impl::BuildForward(int n, bool is_train) {
     vars.Write(a.var());
   }
   for (const Resource& res : r.fwd_res) vars.Write(res.var);
+  vars.Write(r.state_var);  // null (ignored) for a node without backward
   vars.Finish();
   AsyncFn fn = [op = r.op, name = r.name, in, out, aux, req = r.fwd_req, res = r.fwd_res, is_train](
                    RunContext rctx, CallbackOnComplete done) {
@@ -609,6 +695,7 @@ OprHandle Executor::Impl::BuildBackward(int n) {
     vars.Write(a.var());
   }
   for (const Resource& res : r.bwd_res) vars.Write(res.var);
+  vars.Write(r.state_var);
   vars.Finish();
   AsyncFn fn = [op = r.op, name = r.name, og, in, out, ig, aux, req = r.bwd_req, res = r.bwd_res](
                    RunContext rctx, CallbackOnComplete done) {
@@ -720,6 +807,10 @@ Executor::~Executor() {
   for (Impl::Run& r : impl_->runs) {
     for (OprHandle h : {r.fwd[0], r.fwd[1], r.bwd}) {
       if (h != nullptr) impl_->engine->DeleteOperator(h);
+    }
+    // After every pushed function that writes it.
+    if (r.state_var != nullptr) {
+      impl_->engine->DeleteVariable([](RunContext) {}, impl_->ctx, r.state_var);
     }
   }
 }

@@ -1,4 +1,5 @@
 // Graph: building a DAG of variables and operators.
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -45,12 +46,35 @@ std::vector<NodeEntry> Graph::AddOp(const std::string& op_type, const std::strin
                                   std::to_string(outs));
     }
   }
-  std::vector<NodeEntry> bound(inputs);
+  // The executor indexes ListOutputs() by output and the caller the visible
+  // outputs: declarations that contradict each other are the operator's
+  // bug, reported here rather than as a crash later.
+  const int num_outputs = prop->NumOutputs();
+  const int visible = prop->NumVisibleOutputs();
+  const std::size_t names = prop->ListOutputs().size();
+  if (num_outputs < 1 || static_cast<std::size_t>(num_outputs) != names || visible < 1 ||
+      visible > num_outputs) {
+    throw std::logic_error("Graph: operator " + op_type + " (node '" + name +
+                           "') declares NumOutputs() = " + std::to_string(num_outputs) +
+                           ", NumVisibleOutputs() = " + std::to_string(visible) +
+                           " and ListOutputs() with " + std::to_string(names) +
+                           " names; it needs NumOutputs() = ListOutputs().size() >= 1 and 1 <= "
+                           "NumVisibleOutputs() <= NumOutputs()");
+  }
+  // Every name is checked before anything is added, so a failed AddOp
+  // leaves the graph as it was.
+  std::vector<std::string> new_vars;
   for (std::size_t i = inputs.size(); i < args.size(); ++i) {
     // MXNet's convention for the loss label: "<name>_label".
-    bound.push_back(Variable(name + "_" + args[i]));
+    const std::string var = name + "_" + args[i];
+    CheckNewName(nodes_, var);
+    if (std::find(new_vars.begin(), new_vars.end(), var) != new_vars.end()) {
+      throw std::invalid_argument("Graph: the name '" + var + "' is already used");
+    }
+    new_vars.push_back(var);
   }
-  const int visible = prop->NumVisibleOutputs();
+  std::vector<NodeEntry> bound(inputs);
+  for (const std::string& var : new_vars) bound.push_back(Variable(var));
   nodes_.push_back(Node{name, std::move(prop), std::move(bound)});
   std::vector<NodeEntry> outs;
   for (int k = 0; k < visible; ++k)

@@ -2,6 +2,7 @@
 // storage freed through DeleteVariable.
 #include "depengine/ndarray.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -35,10 +36,18 @@ struct NDArray::Chunk {
     var = engine->NewVariable();
   }
   // Frees the memory after every function already pushed on `var`: the
-  // engine runs the deleter only once they have all finished.
+  // engine runs the deleter only once they have all finished. The deleter
+  // runs on the array's context; an engine that refuses that context (a
+  // dev_id beyond what it supports: every push on it was refused as well)
+  // runs it on CPU(0) instead, rather than the exception escaping a
+  // destructor and terminating the program.
   ~Chunk() {
     void* p = dptr;
-    engine->DeleteVariable([p](RunContext) { std::free(p); }, ctx, var);
+    try {
+      engine->DeleteVariable([p](RunContext) { std::free(p); }, ctx, var);
+    } catch (const std::invalid_argument&) {
+      engine->DeleteVariable([p](RunContext) { std::free(p); }, Context::CPU(), var);
+    }
   }
   Chunk(const Chunk&) = delete;
   Chunk& operator=(const Chunk&) = delete;
@@ -50,6 +59,14 @@ void CheckContext(Context ctx, const char* who) {
   if (ctx.dev_type == DeviceType::kGPU) {
     throw std::invalid_argument(std::string(who) +
                                 ": GPU storage is not supported in this build (CPU only)");
+  }
+  if (ctx.dev_type != DeviceType::kCPU && ctx.dev_type != DeviceType::kCPUPinned) {
+    throw std::invalid_argument(std::string(who) + ": unknown DeviceType " +
+                                std::to_string(static_cast<int>(ctx.dev_type)));
+  }
+  if (ctx.dev_id < 0) {
+    throw std::invalid_argument(std::string(who) + ": negative dev_id " +
+                                std::to_string(ctx.dev_id));
   }
 }
 
@@ -219,8 +236,16 @@ void NDArray::SyncCopyToCPUImpl(void* dst, std::size_t n, int dtype) const {
                                 std::to_string(n) + " " + TypeName(dtype) + " elements of a " +
                                 TypeName(dtype_) + " array of shape " + shape_.ToString());
   }
+  // Copied by an engine function, not after a wait on this thread: another
+  // thread may push a write on the array right after the wait returns, and
+  // it would run during the copy (a torn read). The function is listed as a
+  // writer so that the engine's memory-ordering promise (functions writing a
+  // var, then WaitForVar) covers the copy into `dst`.
+  const void* src = data().dptr_;
+  const std::size_t bytes = n * TypeSize(dtype);
+  PushArrays("SyncCopyToCPU", engine(), ctx(),
+             [dst, src, bytes](RunContext) { std::memcpy(dst, src, bytes); }, {}, {this});
   WaitToRead();
-  std::memcpy(dst, data().dptr_, n * TypeSize(dtype));
 }
 
 NDArray NDArray::Copy() const {
@@ -390,7 +415,33 @@ void Sample(NDArray* out, ResourceManager* rm, const char* name, F draw) {
 
 }  // namespace
 
+namespace {
+
+// Raises std::invalid_argument "<who>: <why> (got <a>, <b>)" unless `ok`
+// holds for a and b converted to out's element type (a float32 array makes
+// 1e39 infinite).
+template <class Ok>
+void CheckSampleParams(const NDArray& out, const char* who, double a, double b, const char* why,
+                       Ok ok) {
+  CheckDefined(out, who);
+  const bool good = SwitchType(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return ok(static_cast<T>(a), static_cast<T>(b));
+  });
+  if (!good) {
+    throw std::invalid_argument(std::string(who) + ": " + why + " (got " + std::to_string(a) +
+                                ", " + std::to_string(b) + ")");
+  }
+}
+
+}  // namespace
+
 void SampleUniform(double lo, double hi, NDArray* out, ResourceManager* rm) {
+  // std::uniform_real_distribution requires lo <= hi and hi - lo finite;
+  // [lo, hi) is empty unless lo < hi.
+  CheckSampleParams(*out, "SampleUniform", lo, hi,
+                    "the bounds must be finite with lo < hi in the array's type",
+                    [](auto l, auto h) { return std::isfinite(h - l) && l < h; });
   Sample(out, rm, "SampleUniform", [lo, hi](RandomGenerator* g, auto* p, std::size_t n) {
     using T = std::remove_pointer_t<decltype(p)>;
     g->SampleUniform(p, n, static_cast<T>(lo), static_cast<T>(hi));
@@ -398,6 +449,10 @@ void SampleUniform(double lo, double hi, NDArray* out, ResourceManager* rm) {
 }
 
 void SampleGaussian(double mean, double stddev, NDArray* out, ResourceManager* rm) {
+  // std::normal_distribution requires stddev > 0.
+  CheckSampleParams(*out, "SampleGaussian", mean, stddev,
+                    "the mean must be finite and the deviation finite and > 0",
+                    [](auto m, auto d) { return std::isfinite(m) && std::isfinite(d) && d > 0; });
   Sample(out, rm, "SampleGaussian", [mean, stddev](RandomGenerator* g, auto* p, std::size_t n) {
     using T = std::remove_pointer_t<decltype(p)>;
     g->SampleGaussian(p, n, static_cast<T>(mean), static_cast<T>(stddev));

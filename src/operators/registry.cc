@@ -63,6 +63,10 @@ SimpleOpRegEntry& AddSimpleOp(const std::string& name) {
 }  // namespace internal
 
 bool OperatorRegistry::Register(const std::string& name, Factory factory, std::string description) {
+  if (!factory) {
+    throw std::invalid_argument("OperatorRegistry::Register: the factory of '" + name +
+                                "' is empty");
+  }
   internal::EnsureBuiltinOps();
   internal::AddOperator(name, std::move(factory), std::move(description));
   return true;
@@ -130,7 +134,14 @@ std::vector<std::string> SimpleOpRegistry::ListNames() {
 }
 
 std::unique_ptr<OperatorProperty> OperatorProperty::Create(const std::string& type_name) {
-  if (const auto* factory = OperatorRegistry::Find(type_name)) return (*factory)();
+  if (const auto* factory = OperatorRegistry::Find(type_name)) {
+    std::unique_ptr<OperatorProperty> p = (*factory)();
+    if (p == nullptr) {
+      throw std::logic_error("OperatorProperty::Create: the factory registered for '" + type_name +
+                             "' returned no property (nullptr)");
+    }
+    return p;
+  }
   if (const SimpleOpRegEntry* e = SimpleOpRegistry::Find(type_name);
       e != nullptr && e->symbolic()) {
     return internal::MakeSimpleOpProperty(*e);

@@ -160,8 +160,33 @@ Resource ResourceManager::Request(Context ctx, const ResourceRequest& req) {
         "ResourceManager::Request: GPU resources are not supported in this "
         "build (CPU only)");
   }
-  std::lock_guard<std::mutex> lock(impl_->mu);
   const auto key = std::make_pair(static_cast<int>(ctx.dev_type), ctx.dev_id);
+  // The resource `req` asks for among the device's (mu held).
+  auto hand_out = [&req](DeviceResources& d) {
+    if (req.type == ResourceRequest::kRandom) return d.random;
+    const Resource r = d.temp[d.next_temp];
+    d.next_temp = (d.next_temp + 1) % d.temp.size();
+    return r;
+  };
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (auto it = impl_->devices.find(key); it != impl_->devices.end()) return hand_out(it->second);
+  }
+  // A new device. A context the engine refuses (a negative or too large
+  // dev_id, an unknown device type) would make every use of its resources,
+  // SeedRandom and the destructor's DeleteVariable raise (the last one
+  // terminating the program): an empty function pushed on it refuses it
+  // here, before anything is made. Once per device (twice at worst, when two
+  // threads meet a new device together), outside mu since a push may wait
+  // for backpressure.
+  try {
+    engine_->PushSync([](RunContext) {}, ctx, {}, {}, FnProperty::kNormal, 0,
+                      "ResourceManager::Request");
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("ResourceManager::Request: unusable context: ") +
+                                e.what());
+  }
+  std::lock_guard<std::mutex> lock(impl_->mu);
   auto it = impl_->devices.find(key);
   if (it == impl_->devices.end()) {
     DeviceResources d;
@@ -184,11 +209,7 @@ Resource ResourceManager::Request(Context ctx, const ResourceRequest& req) {
     }
     it = impl_->devices.emplace(key, std::move(d)).first;
   }
-  DeviceResources& d = it->second;
-  if (req.type == ResourceRequest::kRandom) return d.random;
-  const Resource r = d.temp[d.next_temp];
-  d.next_temp = (d.next_temp + 1) % d.temp.size();
-  return r;
+  return hand_out(it->second);
 }
 
 void ResourceManager::SeedRandom(std::uint32_t seed) {

@@ -1,5 +1,6 @@
 // SGD updates in place.
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -36,6 +37,33 @@ void Check(const NDArray& w, const NDArray& other, const char* who, const char* 
   }
 }
 
+// Raises std::invalid_argument naming the field unless `p` holds values
+// SGDParam::Schema() accepts: a set field bypasses the schema, and a NaN or
+// negative learning rate would silently turn every weight into NaN.
+void CheckParam(const SGDParam& p, const char* who) {
+  auto fail = [&](const char* field, const char* accepts, double value) {
+    throw std::invalid_argument(std::string(who) + ": parameter '" + field + "' expects " +
+                                accepts + ", got " + internal::FormatValue(value));
+  };
+  if (!std::isfinite(p.lr) || p.lr < 0) fail("lr", "a finite number >= 0", p.lr);
+  if (!std::isfinite(p.wd) || p.wd < 0) fail("wd", "a finite number >= 0", p.wd);
+  if (!std::isfinite(p.momentum) || p.momentum < 0 || p.momentum > 1) {
+    fail("momentum", "a finite number in [0, 1]", p.momentum);
+  }
+  if (std::isnan(p.rescale_grad)) fail("rescale_grad", "a number", p.rescale_grad);
+  if (std::isnan(p.clip_gradient)) fail("clip_gradient", "a number", p.clip_gradient);
+}
+
+// True when `a` and `b` are views of one storage whose element ranges
+// overlap without coinciding (w = a.Slice(1, 4), g = a.Slice(0, 3)).
+bool OverlapsPartly(const NDArray& a, const NDArray& b) {
+  if (!a.SharesStorageWith(b)) return false;
+  const char* pa = static_cast<const char*>(a.data().dptr_);
+  const char* pb = static_cast<const char*>(b.data().dptr_);
+  const std::size_t na = a.Size() * TypeSize(a.dtype()), nb = b.Size() * TypeSize(b.dtype());
+  return pa != pb && pa < pb + nb && pb < pa + na;
+}
+
 // The gradient step for one element, before the learning rate.
 template <class T>
 T Step(T g, T w, const SGDParam& p) {
@@ -51,9 +79,14 @@ T Step(T g, T w, const SGDParam& p) {
 
 void SGDUpdate(NDArray* weight, const NDArray& grad, const SGDParam& param, int priority) {
   Check(*weight, grad, "SGDUpdate", "grad");
-  const TBlob w = weight->data(), g = grad.data();
+  CheckParam(param, "SGDUpdate");
+  // The loop writes weight[i] before it reads grad[i + 1]: a gradient that
+  // partly overlaps the weight is read from a copy, so that the update sees
+  // it whole, as before the update (the common case stays copy-free).
+  const NDArray g_array = OverlapsPartly(*weight, grad) ? grad.Copy() : grad;
+  const TBlob w = weight->data(), g = g_array.data();
   internal::VarLists vars;
-  vars.Read(grad.var());
+  vars.Read(g_array.var());
   vars.Write(weight->var());
   vars.Finish();
   weight->engine()->PushSync(
@@ -73,9 +106,20 @@ void SGDMomUpdate(NDArray* weight, const NDArray& grad, NDArray* mom, const SGDP
                   int priority) {
   Check(*weight, grad, "SGDMomUpdate", "grad");
   Check(*weight, *mom, "SGDMomUpdate", "mom");
-  const TBlob w = weight->data(), g = grad.data(), m = mom->data();
+  CheckParam(param, "SGDMomUpdate");
+  // One loop computes mom[i] and then weight[i]: with weight and mom partly
+  // overlapping no order of element updates gives the two statements'
+  // result, so that is refused; a gradient partly overlapping either is
+  // read from a copy (as in SGDUpdate).
+  if (OverlapsPartly(*weight, *mom)) {
+    throw std::invalid_argument(
+        "SGDMomUpdate: weight and mom are partly overlapping views of one storage");
+  }
+  const NDArray g_array =
+      OverlapsPartly(*weight, grad) || OverlapsPartly(*mom, grad) ? grad.Copy() : grad;
+  const TBlob w = weight->data(), g = g_array.data(), m = mom->data();
   internal::VarLists vars;
-  vars.Read(grad.var());
+  vars.Read(g_array.var());
   vars.Write(weight->var());
   vars.Write(mom->var());
   vars.Finish();

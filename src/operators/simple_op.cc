@@ -2,6 +2,8 @@
 // makes every simple op an OperatorProperty.
 #include "depengine/simple_op.h"
 
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -15,10 +17,23 @@ std::logic_error RegError(const std::string& op, const std::string& what) {
   return std::logic_error("SimpleOp " + op + ": " + what);
 }
 
+// The name `name` in storage that lives as long as the program, one copy
+// per distinct name. Never destroyed: an engine that outlives the static
+// objects (Engine::Get()) may still run functions named by it at exit.
+const char* StableName(const std::string& name) {
+  static std::mutex* const mu = new std::mutex;
+  static std::set<std::string>* const names = new std::set<std::string>;  // guarded by *mu
+  std::lock_guard<std::mutex> lock(*mu);
+  return names->insert(name).first->c_str();  // set nodes never move
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
 // Registration.
+
+SimpleOpRegEntry::SimpleOpRegEntry(std::string name)
+    : name_(std::move(name)), stable_name_(StableName(name_)) {}
 
 void SimpleOpRegEntry::SetArity(int n, const char* what) {
   if (num_inputs_ != 0 && num_inputs_ != n) {
@@ -32,12 +47,20 @@ static void CheckDev(const std::string& op, DeviceType dev) {
   if (dev != DeviceType::kCPU) throw RegError(op, "only CPU functions are supported in this build");
 }
 
+// A null function pointer would be called on an engine worker later.
+template <class Fn>
+static void CheckFn(const std::string& op, Fn fn, const char* what) {
+  if (fn == nullptr) throw RegError(op, std::string(what) + " is null");
+}
+
 SimpleOpRegEntry& SimpleOpRegEntry::set_shape_function(UnaryShapeFunction fn) {
+  CheckFn(name_, fn, "the shape function");
   SetArity(1, "a unary shape function");
   unary_shape_ = fn;
   return *this;
 }
 SimpleOpRegEntry& SimpleOpRegEntry::set_shape_function(BinaryShapeFunction fn) {
+  CheckFn(name_, fn, "the shape function");
   SetArity(2, "a binary shape function");
   binary_shape_ = fn;
   return *this;
@@ -47,6 +70,7 @@ SimpleOpRegEntry& SimpleOpRegEntry::set_function(DeviceType dev, UnaryFunction f
                                                  SimpleOpInplaceOption inplace,
                                                  bool register_symbolic) {
   CheckDev(name_, dev);
+  CheckFn(name_, fn, "the forward function");
   SetArity(1, "a unary function");
   if (inplace != kNoInplace && inplace != kInplaceInOut) {
     throw RegError(name_, "a unary function accepts kNoInplace or kInplaceInOut");
@@ -60,6 +84,7 @@ SimpleOpRegEntry& SimpleOpRegEntry::set_function(DeviceType dev, BinaryFunction 
                                                  SimpleOpInplaceOption inplace,
                                                  bool register_symbolic) {
   CheckDev(name_, dev);
+  CheckFn(name_, fn, "the forward function");
   SetArity(2, "a binary function");
   if (inplace != kNoInplace && inplace != kInplaceLhsOut) {
     throw RegError(name_, "a binary function accepts kNoInplace or kInplaceLhsOut");
@@ -85,36 +110,42 @@ void SimpleOpRegEntry::SetGrad(SimpleOpGradKind kind, int arity, SimpleOpInplace
 
 SimpleOpRegEntry& SimpleOpRegEntry::set_gradient(DeviceType dev, UnaryGradFunctionT0 fn,
                                                  SimpleOpInplaceOption inplace) {
+  CheckFn(name_, fn, "the gradient function");
   SetGrad(SimpleOpGradKind::kOutGradOnly, 1, inplace, dev);
   unary_grad0_ = fn;
   return *this;
 }
 SimpleOpRegEntry& SimpleOpRegEntry::set_gradient(DeviceType dev, UnaryGradFunctionT1 fn,
                                                  SimpleOpInplaceOption inplace) {
+  CheckFn(name_, fn, "the gradient function");
   SetGrad(SimpleOpGradKind::kOutValue, 1, inplace, dev);
   unary_grad1_ = fn;
   return *this;
 }
 SimpleOpRegEntry& SimpleOpRegEntry::set_gradient(DeviceType dev, UnaryGradFunctionT2 fn,
                                                  SimpleOpInplaceOption inplace) {
+  CheckFn(name_, fn, "the gradient function");
   SetGrad(SimpleOpGradKind::kInputs, 1, inplace, dev);
   unary_grad2_ = fn;
   return *this;
 }
 SimpleOpRegEntry& SimpleOpRegEntry::set_gradient(DeviceType dev, BinaryGradFunctionT0 fn,
                                                  SimpleOpInplaceOption inplace) {
+  CheckFn(name_, fn, "the gradient function");
   SetGrad(SimpleOpGradKind::kOutGradOnly, 2, inplace, dev);
   binary_grad0_ = fn;
   return *this;
 }
 SimpleOpRegEntry& SimpleOpRegEntry::set_gradient(DeviceType dev, BinaryGradFunctionT1 fn,
                                                  SimpleOpInplaceOption inplace) {
+  CheckFn(name_, fn, "the gradient function");
   SetGrad(SimpleOpGradKind::kOutValue, 2, inplace, dev);
   binary_grad1_ = fn;
   return *this;
 }
 SimpleOpRegEntry& SimpleOpRegEntry::set_gradient(DeviceType dev, BinaryGradFunctionT2 fn,
                                                  SimpleOpInplaceOption inplace) {
+  CheckFn(name_, fn, "the gradient function");
   SetGrad(SimpleOpGradKind::kInputs, 2, inplace, dev);
   binary_grad2_ = fn;
   return *this;
@@ -244,6 +275,8 @@ EnvArguments MakeEnv(const SimpleOpRegEntry& e, double scalar, bool has_scalar,
 
 void SimpleOpRegEntry::Invoke(const std::vector<NDArray>& inputs, const SimpleOpCall& call,
                               NDArray* out) const {
+  if (!has_function())
+    throw std::logic_error("SimpleOp " + name_ + ": no forward function registered");
   if (static_cast<int>(inputs.size()) != num_inputs_) {
     throw std::invalid_argument(name_ + ": expected " + std::to_string(num_inputs_) +
                                 " input arrays, got " + std::to_string(inputs.size()));
@@ -322,13 +355,20 @@ void SimpleOpRegEntry::Invoke(const std::vector<NDArray>& inputs, const SimpleOp
   std::vector<TBlob> in_blobs;
   for (const NDArray& a : inputs) in_blobs.push_back(a.data());
   const TBlob out_blob = out->data();
-  const SimpleOpRegEntry* self = this;  // registry entries live forever
+  // The function copies what it calls instead of pointing at this entry,
+  // which need not be registered (nor outlive the function).
+  const UnaryFunction unary = unary_fn_;
+  const BinaryFunction binary = binary_fn_;
   engine->PushSync(
-      [self, in_blobs, out_blob, env, req](RunContext rctx) {
+      [unary, binary, in_blobs, out_blob, env, req](RunContext rctx) {
         TBlob o = out_blob;
-        self->CallForward(in_blobs, env, &o, req, rctx);
+        if (unary != nullptr) {
+          unary(in_blobs[0], env, &o, req, rctx);
+        } else {
+          binary(in_blobs[0], in_blobs[1], env, &o, req, rctx);
+        }
       },
-      ctx, vars.reads(), vars.writes(), FnProperty::kNormal, 0, name_.c_str());
+      ctx, vars.reads(), vars.writes(), FnProperty::kNormal, 0, stable_name_);
 }
 
 NDArray SimpleOpRegEntry::Invoke(const std::vector<NDArray>& inputs,
@@ -493,6 +533,9 @@ class SimpleOpProperty final : public OperatorProperty {
 
 namespace internal {
 std::unique_ptr<OperatorProperty> MakeSimpleOpProperty(const SimpleOpRegEntry& entry) {
+  if (!entry.has_function()) {
+    throw std::logic_error("SimpleOp " + entry.name() + ": no forward function registered");
+  }
   return std::make_unique<SimpleOpProperty>(&entry);
 }
 }  // namespace internal

@@ -7,10 +7,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "depengine/simple_op.h"
 #include "ops_fixture.h"
@@ -18,6 +21,7 @@
 namespace depengine::test {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // data (n, 3) -> fc1 (8) -> relu -> fc2 (4) -> tanh -> fc3 (2) -> softmax
@@ -81,6 +85,184 @@ DEPENGINE_REGISTER_SIMPLE_OP(test_exec_nonneg)
     .set_function(DeviceType::kCPU, NonNeg)
     .set_gradient(DeviceType::kCPU, NonNegGrad)
     .describe("identity; fails on a negative input");
+
+// test_exec_declarations: the identity, with declarations a user's operator
+// may get wrong, chosen by its parameter `mode`:
+//   ok                    consistent (in place both ways, one auxiliary state)
+//   null_operator         CreateOperator returns nullptr
+//   forward_inplace_id    ForwardInplaceOption names input 7 of 1
+//   backward_inplace_ptr  BackwardInplaceOption names a pointer it was not given
+//   aux_unknown           InferShape leaves the auxiliary state's shape unknown
+//   empty_output          InferShape gives the output no elements: (0, n)
+//   outputs_mismatch      NumOutputs() is 3, ListOutputs() names 1
+//   no_visible_outputs    NumVisibleOutputs() is 0
+struct DeclParam {
+  std::string mode;
+  static const ParamSchema<DeclParam>& Schema() {
+    static const ParamSchema<DeclParam> s = [] {
+      ParamSchema<DeclParam> s;
+      s.Field("mode", &DeclParam::mode).set_default("ok");
+      return s;
+    }();
+    return s;
+  }
+};
+class DeclOp : public Operator {
+ public:
+  void Forward(const OpContext&, const std::vector<TBlob>& in, const std::vector<OpReqType>& req,
+               const std::vector<TBlob>& out, const std::vector<TBlob>&) override {
+    internal_copy(in[0], out[0], req[0]);
+  }
+  void Backward(const OpContext&, const std::vector<TBlob>& out_grad, const std::vector<TBlob>&,
+                const std::vector<TBlob>&, const std::vector<OpReqType>& req,
+                const std::vector<TBlob>& in_grad, const std::vector<TBlob>&) override {
+    internal_copy(out_grad[0], in_grad[0], req[0]);
+  }
+
+ private:
+  static void internal_copy(const TBlob& from, const TBlob& to, OpReqType req) {
+    SwitchType(to.type_flag_, [&](auto tag) {
+      using T = decltype(tag);
+      for (std::size_t i = 0; i < to.Size(); ++i) Assign(to.dptr<T>()[i], req, from.dptr<T>()[i]);
+    });
+  }
+};
+class DeclProp : public OperatorProperty {
+ public:
+  void Init(const KwArgs& kw) override {
+    DeclParam::Schema().Init(&p_, kw, "test_exec_declarations");
+  }
+  std::map<std::string, std::string> GetParams() const override {
+    return DeclParam::Schema().ToMap(p_);
+  }
+  std::vector<std::string> ListAuxiliaryStates() const override { return {"state"}; }
+  int NumOutputs() const override { return p_.mode == "outputs_mismatch" ? 3 : 1; }
+  int NumVisibleOutputs() const override { return p_.mode == "no_visible_outputs" ? 0 : 1; }
+  bool InferShape(std::vector<TShape>* in, std::vector<TShape>* out,
+                  std::vector<TShape>* aux) const override {
+    out->resize(static_cast<std::size_t>(NumOutputs()));
+    if (!(*in)[0].known()) return false;
+    const TShape shape = p_.mode == "empty_output" ? TShape{0, (*in)[0][0]} : (*in)[0];
+    for (TShape& o : *out) ShapeAssign("test_exec_declarations", "output", &o, shape);
+    if (p_.mode != "aux_unknown") (*aux)[0] = TShape{1};
+    return true;
+  }
+  std::vector<int> DeclareBackwardDependency(const std::vector<int>& out_grad,
+                                             const std::vector<int>&,
+                                             const std::vector<int>&) const override {
+    return {out_grad[0]};
+  }
+  std::vector<std::pair<int, void*>> ForwardInplaceOption(
+      const std::vector<int>& in_data, const std::vector<void*>& out_data) const override {
+    if (p_.mode == "forward_inplace_id") return {{7, out_data[0]}};
+    return {{in_data[0], out_data[0]}};
+  }
+  std::vector<std::pair<int, void*>> BackwardInplaceOption(
+      const std::vector<int>& out_grad, const std::vector<int>&, const std::vector<int>&,
+      const std::vector<void*>& in_grad) const override {
+    static int not_given;
+    if (p_.mode == "backward_inplace_ptr") return {{out_grad[0], &not_given}};
+    return {{out_grad[0], in_grad[0]}};
+  }
+  std::unique_ptr<OperatorProperty> Copy() const override {
+    return std::make_unique<DeclProp>(*this);
+  }
+  Operator* CreateOperator(Context) const override {
+    return p_.mode == "null_operator" ? nullptr : new DeclOp;
+  }
+  std::string TypeString() const override { return "test_exec_declarations"; }
+
+ private:
+  DeclParam p_;
+};
+DEPENGINE_REGISTER_OP_PROPERTY(test_exec_declarations, DeclProp);
+
+// test_exec_log: the identity, whose Forward and Backward append 'F' / 'B'
+// to a log and count calls that find another call of the same Operator
+// still running (an Operator need not be thread-safe: operator.h promises
+// it runs in one engine function at a time). Backward reads only out_grad.
+struct CallLog {
+  std::mutex mu;
+  std::string calls;  // guarded by mu
+  std::atomic<int> overlaps{0};
+};
+CallLog call_log;
+class LogOp : public Operator {
+ public:
+  void Forward(const OpContext&, const std::vector<TBlob>& in, const std::vector<OpReqType>& req,
+               const std::vector<TBlob>& out, const std::vector<TBlob>&) override {
+    Enter('F');
+    Copy(in[0], out[0], req[0]);
+    busy_.store(false);
+  }
+  void Backward(const OpContext&, const std::vector<TBlob>& out_grad, const std::vector<TBlob>&,
+                const std::vector<TBlob>&, const std::vector<OpReqType>& req,
+                const std::vector<TBlob>& in_grad, const std::vector<TBlob>&) override {
+    Enter('B');
+    Copy(out_grad[0], in_grad[0], req[0]);
+    busy_.store(false);
+  }
+
+ private:
+  void Enter(char what) {
+    if (busy_.exchange(true)) ++call_log.overlaps;
+    std::lock_guard<std::mutex> lock(call_log.mu);
+    call_log.calls += what;
+  }
+  static void Copy(const TBlob& from, const TBlob& to, OpReqType req) {
+    SwitchType(to.type_flag_, [&](auto tag) {
+      using T = decltype(tag);
+      for (std::size_t i = 0; i < to.Size(); ++i) Assign(to.dptr<T>()[i], req, from.dptr<T>()[i]);
+    });
+  }
+  std::atomic<bool> busy_{false};
+};
+class LogProp : public OperatorProperty {
+ public:
+  void Init(const KwArgs&) override {}
+  std::map<std::string, std::string> GetParams() const override { return {}; }
+  bool InferShape(std::vector<TShape>* in, std::vector<TShape>* out,
+                  std::vector<TShape>*) const override {
+    out->resize(1);
+    if (!(*in)[0].known()) return false;
+    ShapeAssign("test_exec_log", "output", &(*out)[0], (*in)[0]);
+    return true;
+  }
+  std::vector<int> DeclareBackwardDependency(const std::vector<int>& out_grad,
+                                             const std::vector<int>&,
+                                             const std::vector<int>&) const override {
+    return {out_grad[0]};
+  }
+  std::unique_ptr<OperatorProperty> Copy() const override {
+    return std::make_unique<LogProp>(*this);
+  }
+  Operator* CreateOperator(Context) const override { return new LogOp; }
+  std::string TypeString() const override { return "test_exec_log"; }
+};
+DEPENGINE_REGISTER_OP_PROPERTY(test_exec_log, LogProp);
+
+// x -> a -> b -> c, three test_exec_declarations nodes; b has `mode`, so
+// that in-place sharing between internal tensors is possible at b.
+Graph DeclChain(const std::string& mode, NodeEntry* head) {
+  Graph g;
+  NodeEntry x = g.Variable("x");
+  NodeEntry h = g.Op("test_exec_declarations", "a", {}, {x});
+  h = g.Op("test_exec_declarations", "b", {{"mode", mode}}, {h});
+  *head = g.Op("test_exec_declarations", "c", {}, {h});
+  return g;
+}
+
+// What constructing an executor raises, as "<type>: <what>"; "" when it
+// does not raise E.
+template <class E>
+std::string BindError(const Graph& g, NodeEntry head, const ExecutorOptions& o) {
+  try {
+    Executor exec(g, {head}, o);
+  } catch (const E& e) {
+    return std::string(typeid(E).name()) + ": " + e.what();
+  }
+  return "";
+}
 
 // How many of the executor's gradients and outputs rethrow on WaitToRead
 // (which delivers and clears each).
@@ -469,6 +651,119 @@ TEST_P(ExecutorTest, SameHeadTwiceIsRejected) {
   }
   Executor exec(g, {y, z}, Options({{"x", {3}}}));
   EXPECT_EQ(exec.outputs().size(), 2u);
+}
+
+// A user's operator whose declarations are wrong gets an error naming the
+// node when the executor is bound. Before: CreateOperator's nullptr was
+// called on an engine worker (segfault), and an in-place option naming an
+// input or pointer the operator was not given indexed out of bounds
+// (AddressSanitizer: heap-buffer-overflow).
+TEST_P(ExecutorTest, CustomOperatorDeclarationErrorsNameTheNode) {
+  NodeEntry head;
+  {
+    Graph g = DeclChain("ok", &head);
+    Executor exec(g, {head}, Options({{"x", {2, 3}}}));
+    NDArray x = exec.arg("x");
+    x = 1.5;
+    exec.Forward(true);
+    exec.Backward();
+    EXPECT_THAT(exec.outputs()[0].ToVector<double>(), ::testing::Each(1.5));
+    EXPECT_THAT(exec.grad("x").ToVector<double>(), ::testing::Each(1.0));
+  }
+  for (const char* mode : {"null_operator", "forward_inplace_id", "backward_inplace_ptr"}) {
+    SCOPED_TRACE(mode);
+    Graph g = DeclChain(mode, &head);
+    const std::string error = BindError<std::logic_error>(g, head, Options({{"x", {2, 3}}}));
+    EXPECT_THAT(error, HasSubstr("node 'b' (test_exec_declarations)"));
+  }
+}
+
+// The next run's Forward of a node waits for this run's Backward of it,
+// even when they share no array (the backward reads only out_grad and
+// writes x's gradient; the forward reads x and writes the output), so that
+// one Operator never runs in two engine functions at once. Before, the
+// second Forward ran while the Backward was still waiting (log "FFB"; on
+// the threaded engines the two calls could overlap).
+TEST_P(ExecutorTest, ForwardWaitsForTheSameOperatorsBackward) {
+  {
+    std::lock_guard<std::mutex> lock(call_log.mu);
+    call_log.calls.clear();
+  }
+  call_log.overlaps = 0;
+  Graph g;
+  NodeEntry x = g.Variable("x");
+  NodeEntry y = g.Op("test_exec_log", "s", {}, {x});
+  Executor exec(g, {y}, Options({{"x", {4}}}));
+  exec.Forward(true);
+  // Holds x's gradient, so that the Backward below waits until released.
+  std::atomic<bool> holding{false};
+  CallbackOnComplete release;
+  engine()->PushAsync(
+      [&](RunContext, CallbackOnComplete done) {
+        release = done;
+        holding.store(true, std::memory_order_release);
+      },
+      Context::CPU(), {}, {exec.grad("x").var()});
+  while (!holding.load(std::memory_order_acquire)) std::this_thread::yield();
+  exec.Backward();
+  exec.Forward(true);
+  release();
+  exec.outputs()[0].WaitToRead();
+  exec.grad("x").WaitToRead();
+  std::lock_guard<std::mutex> lock(call_log.mu);
+  EXPECT_EQ(call_log.calls, "FBF");
+  EXPECT_EQ(call_log.overlaps.load(), 0);
+}
+
+// Shapes no array can have are ShapeErrors naming the node, whether given
+// (a variable) or inferred (an output, an auxiliary state). Before: the
+// allocation failed with "NDArray: cannot allocate shape ()" or
+// "NDArray::Slice: rows [0, 0) outside (1,)", naming no node.
+TEST_P(ExecutorTest, UnallocatableShapesAreShapeErrorsNamingTheNode) {
+  NodeEntry head;
+  Graph g = DeclChain("aux_unknown", &head);
+  EXPECT_THAT(
+      BindError<ShapeError>(g, head, Options({{"x", {2, 3}}})),
+      AllOf(HasSubstr("node 'b' (test_exec_declarations)"), HasSubstr("auxiliary state 'state'")));
+  g = DeclChain("empty_output", &head);
+  EXPECT_THAT(BindError<ShapeError>(g, head, Options({{"x", {2, 3}}})),
+              AllOf(HasSubstr("node 'b' (test_exec_declarations)"), HasSubstr("output 'output'"),
+                    HasSubstr("(0,2)")));
+  g = DeclChain("ok", &head);
+  EXPECT_THAT(BindError<ShapeError>(g, head, Options({{"x", {0, 3}}})),
+              AllOf(HasSubstr("node 'x' (variable)"), HasSubstr("(0,3)")));
+  EXPECT_THAT(BindError<ShapeError>(g, head, Options({{"x", {-2, 3}}})),
+              AllOf(HasSubstr("node 'x' (variable)"), HasSubstr("negative")));
+  Graph fc;
+  NodeEntry d = fc.Variable("d");
+  head = fc.Op("FullyConnected", "fc", {{"num_hidden", "4"}}, {d});
+  EXPECT_THAT(BindError<ShapeError>(fc, head, Options({{"d", {-2, 3}}})),
+              AllOf(HasSubstr("node 'd' (variable)"), HasSubstr("negative")));
+}
+
+// Graph::AddOp checks the operator's output counts (before: NumOutputs()
+// larger than ListOutputs() overflowed a vector in the executor, and no
+// visible output made Graph::Op read an empty vector), and a failed AddOp
+// leaves the graph as it was (before: the variables made for the arguments
+// before the taken name stayed, and later failed the bind as unread
+// variables).
+TEST(GraphTest, AddOpChecksDeclarationsAndChangesNothingWhenItFails) {
+  Graph g;
+  NodeEntry x = g.Variable("x");
+  for (const char* mode : {"outputs_mismatch", "no_visible_outputs"}) {
+    SCOPED_TRACE(mode);
+    try {
+      g.AddOp("test_exec_declarations", "n", {{"mode", mode}}, {x});
+      FAIL() << "expected std::logic_error";
+    } catch (const std::logic_error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("test_exec_declarations (node 'n')"));
+      EXPECT_THAT(e.what(), HasSubstr("NumOutputs()"));
+    }
+  }
+  g.Variable("fc_bias");
+  EXPECT_THROW(g.Op("FullyConnected", "fc", {{"num_hidden", "2"}}, {x}), std::invalid_argument);
+  EXPECT_EQ(g.num_nodes(), 2);
+  EXPECT_THAT(g.ListArguments(), ::testing::ElementsAre("x", "fc_bias"));
 }
 
 DEPENGINE_INSTANTIATE_ENGINE_TEST(ExecutorTest);

@@ -8,8 +8,11 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <random>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "depengine/resource.h"
@@ -267,6 +270,78 @@ TEST_P(NDArrayTest, RejectsNegativeAndOverflowingShapes) {
   EXPECT_EQ(b.Reshape(TShape{2, 3}).shape(), (TShape{2, 3}));
 }
 
+// Contexts the engine refuses are errors, never a termination. Before, an
+// array on CPU(-1) or CPU(64), or a ResourceManager asked for such a
+// device, was made without complaint, and its destructor's DeleteVariable
+// raised std::invalid_argument out of a destructor: std::terminate.
+TEST_P(NDArrayTest, ContextsTheEngineRefusesAreErrorsNotTerminations) {
+  auto rejects = [](auto f, const std::string& what) {
+    try {
+      f();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(what));
+      return;
+    }
+    ADD_FAILURE() << "expected std::invalid_argument: " << what;
+  };
+  rejects([&] { NDArray(TShape{4}, Context::CPU(-1), engine()); }, "dev_id -1");
+  rejects(
+      [&] {
+        NDArray(TShape{4}, Context{static_cast<DeviceType>(9), 0}, engine());
+      },
+      "DeviceType 9");
+  {
+    // The engines support CPU dev_ids 0 to 63: the engine refuses the
+    // pushes, and the array is still destroyed safely.
+    NDArray far(TShape{4}, Context::CPU(64), engine());
+    rejects([&] { far = 1.0; }, "dev_id 64");
+  }
+  for (Context ctx : {Context::CPU(-1), Context::CPU(64), Context::CPUPinned(-3)}) {
+    ResourceManager rm(engine());
+    rejects([&] { rm.Request(ctx, ResourceRequest::kRandom); }, "ResourceManager::Request");
+    rejects([&] { rm.Request(ctx, ResourceRequest::kTempSpace); }, "ResourceManager::Request");
+    rm.SeedRandom(3);
+  }  // each manager is destroyed with only valid devices
+  NDArray ok(TShape{4}, Context::CPUPinned(1), engine());
+  SampleUniform(0, 1, &ok, resources());
+  EXPECT_THAT(ok.ToVector(),
+              ::testing::Each(::testing::AllOf(::testing::Ge(0.f), ::testing::Lt(1.f))));
+}
+
+// ToVector / SyncCopyToCPU on one thread while another thread pushes
+// writes on the same storage: each copy sees the array between two writes,
+// never during one. Before, the copy was a memcpy on the caller's thread
+// after WaitToRead, so a write pushed by the other thread after the wait ran
+// during it (ThreadSanitizer: data race; torn copies whose elements
+// differ). After the fix the copy is an engine function, ordered.
+TEST_P(NDArrayTest, CopyToHostIsOrderedAgainstOtherThreadsWrites) {
+  NDArray a(TShape{1 << 17}, Context::CPU(), engine());
+  a = 0.0;
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    NDArray mine = a;  // another NDArray object on the same storage
+    for (int i = 0; i < 400; ++i) {
+      mine += 1.0;
+      mine.WaitToWrite();  // one write at a time, so that copies come between them
+    }
+    done.store(true);
+  });
+  int torn = 0, copies = 0;
+  while (!done.load() || copies < 10) {
+    const std::vector<float> v = a.ToVector();
+    ++copies;
+    for (float x : v) {
+      if (x != v[0]) {
+        ++torn;
+        break;
+      }
+    }
+  }
+  writer.join();
+  EXPECT_EQ(torn, 0) << "of " << copies << " copies";
+  EXPECT_THAT(a.ToVector(), ::testing::Each(400.0f));
+}
+
 // A function that fails poisons the array it writes: WaitToRead rethrows.
 TEST_P(NDArrayTest, WaitToReadRethrowsFailure) {
   NDArray a(TShape{4}, Context::CPU(), engine());
@@ -304,6 +379,30 @@ TEST_P(NDArrayTest, StorageOutlivesPendingFunctions) {
   }               // the last reference to `a` goes away here
   release.store(true);
   EXPECT_THAT(result.ToVector(), ::testing::Each(2.0f));
+}
+
+// Bounds or deviations the distributions do not accept are errors, and
+// nothing is drawn. Before, SampleUniform(1, 0) drew from (0, 1], (0, inf)
+// filled the array with inf and a negative or NaN deviation was used as is.
+TEST_P(NDArrayTest, SamplingRejectsBadParameters) {
+  NDArray a(TShape{8}, Context::CPU(), engine());
+  a = 5.0;
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  for (const auto& [lo, hi] : std::vector<std::pair<double, double>>{
+           {1, 0}, {2, 2}, {0, inf}, {nan, 1}, {0, 1e39}, {-3e38, 3e38}}) {
+    SCOPED_TRACE(std::to_string(lo) + ", " + std::to_string(hi));
+    EXPECT_THROW(SampleUniform(lo, hi, &a, resources()), std::invalid_argument);
+  }
+  for (const auto& [mean, sd] :
+       std::vector<std::pair<double, double>>{{0, -1}, {0, 0}, {0, nan}, {inf, 1}, {0, 1e39}}) {
+    SCOPED_TRACE(std::to_string(mean) + ", " + std::to_string(sd));
+    EXPECT_THROW(SampleGaussian(mean, sd, &a, resources()), std::invalid_argument);
+  }
+  EXPECT_THAT(a.ToVector(), ::testing::Each(5.0f));
+  NDArray d(TShape{8}, Context::CPU(), engine(), kFloat64);
+  SampleUniform(-3e38, 3e38, &d, resources());  // representable in float64
+  SampleGaussian(0, 1e39, &d, resources());
+  d.WaitToRead();
 }
 
 TEST_P(NDArrayTest, SamplingIsReproducibleFromASeed) {

@@ -6,6 +6,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "ops_fixture.h"
 
 namespace depengine::test {
@@ -51,6 +58,66 @@ TEST_P(OptimizerTest, MomentumAccumulates) {
   EXPECT_THAT(w.ToVector(), ::testing::ElementsAre(-4.25f, 8.5f));
   NDArray wrong(TShape{3}, Context::CPU(), engine());
   EXPECT_THROW(SGDUpdate(&wrong, g, p), std::invalid_argument);
+}
+
+// A gradient that is a view partly overlapping the weight (or the
+// momentum) is used as it was before the update. Before, the loop wrote
+// weight[i] before reading grad[i + 1], so a = {1, 2, 3, 4} became
+// {1, 1, 2, 2} instead of {1, 1, 1, 1}.
+TEST_P(OptimizerTest, GradientOverlappingTheWeightIsReadWhole) {
+  SGDParam p;
+  p.lr = 1;
+  NDArray a = Make({1, 2, 3, 4});
+  NDArray w = a.Slice(1, 4);
+  SGDUpdate(&w, a.Slice(0, 3), p);  // w = {2, 3, 4} - {1, 2, 3}
+  EXPECT_THAT(a.ToVector(), ::testing::ElementsAre(1, 1, 1, 1));
+
+  p.momentum = 1;
+  NDArray b = Make({1, 2, 3, 4}), w2 = Make({0, 0, 0});
+  NDArray m = b.Slice(1, 4);
+  SGDMomUpdate(&w2, b.Slice(0, 3), &m, p);  // m = {2, 3, 4} - {1, 2, 3}; w2 += m
+  EXPECT_THAT(b.ToVector(), ::testing::ElementsAre(1, 1, 1, 1));
+  EXPECT_THAT(w2.ToVector(), ::testing::ElementsAre(1, 1, 1));
+  NDArray c = Make({1, 2, 3, 4});
+  NDArray w3 = c.Slice(1, 4), m3 = c.Slice(0, 3);
+  EXPECT_THROW(SGDMomUpdate(&w3, w2, &m3, p), std::invalid_argument);
+}
+
+// Fields set directly, bypassing SGDParam::Schema(), are held to the same
+// rules: an error naming the field, and nothing pushed. Before, a NaN or
+// negative learning rate or a momentum of 5 silently made the weights NaN
+// or diverge.
+TEST_P(OptimizerTest, ParametersTheSchemaRefusesAreRejected) {
+  NDArray w = Make({1, 2}), g = Make({1, 1}), m = Make({0, 0});
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  const std::vector<std::pair<std::string, std::function<void(SGDParam*)>>> cases = {
+      {"lr", [&](SGDParam* p) { p->lr = nan; }},
+      {"lr", [](SGDParam* p) { p->lr = -0.1; }},
+      {"lr", [&](SGDParam* p) { p->lr = inf; }},
+      {"wd", [](SGDParam* p) { p->wd = -1; }},
+      {"momentum", [](SGDParam* p) { p->momentum = 5; }},
+      {"rescale_grad", [&](SGDParam* p) { p->rescale_grad = nan; }},
+      {"clip_gradient", [&](SGDParam* p) { p->clip_gradient = nan; }},
+  };
+  for (const auto& [field, set] : cases) {
+    SCOPED_TRACE(field);
+    SGDParam p;
+    set(&p);
+    for (int mom = 0; mom < 2; ++mom) {
+      try {
+        if (mom) {
+          SGDMomUpdate(&w, g, &m, p);
+        } else {
+          SGDUpdate(&w, g, p);
+        }
+        ADD_FAILURE() << "expected std::invalid_argument";
+      } catch (const std::invalid_argument& e) {
+        EXPECT_THAT(e.what(), ::testing::HasSubstr("parameter '" + field + "'"));
+      }
+    }
+  }
+  EXPECT_THAT(w.ToVector(), ::testing::ElementsAre(1, 2));
+  EXPECT_THAT(m.ToVector(), ::testing::ElementsAre(0, 0));
 }
 
 TEST(SGDParamTest, ParsesKeyValues) {

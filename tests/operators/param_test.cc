@@ -38,6 +38,23 @@ TEST(Registry, ListsBuiltinsAndRejectsUnknownNames) {
   EXPECT_THROW(SimpleOpRegistry::Register("Pooling"), std::invalid_argument);
 }
 
+// A registration whose factory is empty, or returns no property, is an
+// error that names the operator, not a std::bad_function_call or a crash.
+TEST(Registry, EmptyFactoriesAreErrorsNamingTheOperator) {
+  EXPECT_THAT(ErrorOf<std::invalid_argument>(
+                  [] { OperatorRegistry::Register("test_registry_empty_factory", nullptr); }),
+              HasSubstr("'test_registry_empty_factory'"));
+  EXPECT_EQ(OperatorRegistry::Find("test_registry_empty_factory"), nullptr);
+  OperatorRegistry::Register("test_registry_null_property",
+                             [] { return std::unique_ptr<OperatorProperty>(); });
+  EXPECT_THAT(
+      ErrorOf<std::logic_error>([] { OperatorProperty::Create("test_registry_null_property"); }),
+      HasSubstr("'test_registry_null_property'"));
+  EXPECT_THAT(ErrorOf<std::logic_error>(
+                  [] { OperatorProperty::Create("test_registry_null_property", {}); }),
+              HasSubstr("'test_registry_null_property'"));
+}
+
 TEST(Params, MissingBadAndUnknownParametersNameEverything) {
   EXPECT_THAT(ErrorOf<ParamError>([] { OperatorProperty::Create("FullyConnected", {}); }),
               AllOf(HasSubstr("FullyConnected"), HasSubstr("required parameter 'num_hidden'"),

@@ -5,9 +5,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <new>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "op_harness.h"
@@ -263,15 +267,92 @@ TEST_P(SimpleOpTest, RegisteredOpIsAlsoAnOperator) {
 
 DEPENGINE_INSTANTIATE_ENGINE_TEST(SimpleOpTest);
 
+void NoBinaryGrad(const OutputGrad&, const EnvArguments&, TBlob*, TBlob*, OpReqType, OpReqType,
+                  RunContext) {}
+
 TEST(SimpleOpRegistration, ContradictionsAreErrors) {
   SimpleOpRegEntry e("test_bad");
   e.set_function(DeviceType::kCPU, RowSum);
-  EXPECT_THROW(e.set_gradient(DeviceType::kCPU, BinaryGradFunctionT0{}), std::logic_error);
+  EXPECT_THROW(e.set_gradient(DeviceType::kCPU, NoBinaryGrad), std::logic_error);
   EXPECT_THROW(e.set_function(DeviceType::kCPU, RowSum, kInplaceLhsOut), std::logic_error);
   EXPECT_THROW(e.set_function(DeviceType::kGPU, RowSum), std::logic_error);
   e.set_enable_scalar(true);
   EXPECT_THROW(e.set_enable_kwargs(true), std::logic_error);
   EXPECT_THROW(SimpleOpRegistry::Get("no_such_op"), std::invalid_argument);
+}
+
+// The function Invoke pushes does not point at the entry, so a local entry
+// may go away first. Before, it called the entry's members when it ran
+// (AddressSanitizer: stack-use-after-scope), and the engine kept a pointer
+// to the entry's name.
+std::atomic<bool> slow_copy_go{false};
+void SlowCopy(const TBlob& src, const EnvArguments&, TBlob* ret, OpReqType req, RunContext) {
+  while (!slow_copy_go.load(std::memory_order_acquire)) std::this_thread::yield();
+  for (std::size_t i = 0; i < src.Size(); ++i)
+    Assign(ret->dptr<float>()[i], req, src.dptr<float>()[i] + 1);
+}
+TEST(SimpleOpRegistration, LocalEntryMayGoAwayBeforeItsFunctionRuns) {
+  EngineOptions options;
+  options.kind = EngineKind::kPooled;
+  options.cpu_worker_threads = 2;
+  auto engine = CreateEngine(options);
+  NDArray a(TShape{4}, Context::CPU(), engine.get());
+  a = 1.0;
+  NDArray out;
+  alignas(SimpleOpRegEntry) unsigned char storage[sizeof(SimpleOpRegEntry)];
+  auto* entry = new (storage) SimpleOpRegEntry("test_local_entry");
+  entry->set_function(DeviceType::kCPU, SlowCopy);
+  out = entry->Invoke({a});
+  entry->~SimpleOpRegEntry();
+  // Scribble over the dead entry, so that a late use of it reads garbage
+  // even without a sanitizer.
+  std::memset(storage, 0xff, sizeof storage);
+  slow_copy_go.store(true, std::memory_order_release);
+  EXPECT_THAT(out.ToVector(), ::testing::Each(2.0f));
+}
+
+// A null function pointer is refused when it is registered (it would be
+// called on an engine worker), and an op without a forward function can be
+// neither invoked (with no inputs it used to read inputs[0]) nor created
+// as an operator: each a std::logic_error naming the op.
+TEST(SimpleOpRegistration, NullFunctionsAndMissingForwardAreErrors) {
+  auto message = [](auto f) {
+    try {
+      f();
+    } catch (const std::logic_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no std::logic_error");
+  };
+  using ::testing::HasSubstr;
+  SimpleOpRegEntry e("test_null_functions");
+  EXPECT_THAT(message([&] { e.set_function(DeviceType::kCPU, UnaryFunction{}); }),
+              HasSubstr("test_null_functions"));
+  EXPECT_THAT(message([&] { e.set_function(DeviceType::kCPU, BinaryFunction{}); }),
+              HasSubstr("test_null_functions"));
+  EXPECT_THAT(message([&] { e.set_gradient(DeviceType::kCPU, UnaryGradFunctionT0{}); }),
+              HasSubstr("test_null_functions"));
+  EXPECT_THAT(message([&] { e.set_gradient(DeviceType::kCPU, BinaryGradFunctionT2{}); }),
+              HasSubstr("test_null_functions"));
+  EXPECT_THAT(message([&] { e.set_shape_function(UnaryShapeFunction{}); }),
+              HasSubstr("test_null_functions"));
+  EXPECT_EQ(e.num_inputs(), 0);  // the refused calls set nothing
+
+  SimpleOpRegistry::Register("test_nothing_registered").describe("no functions");
+  SimpleOpRegistry::Register("test_gradient_only").set_gradient(DeviceType::kCPU, RowSumGrad);
+  EngineOptions options;
+  options.kind = EngineKind::kNaive;
+  auto engine = CreateEngine(options);
+  NDArray x(TShape{2, 2}, Context::CPU(), engine.get());
+  x = 1.0;
+  EXPECT_THAT(message([] { SimpleOpRegistry::Get("test_nothing_registered").Invoke({}); }),
+              HasSubstr("test_nothing_registered: no forward function"));
+  EXPECT_THAT(message([&] { SimpleOpRegistry::Get("test_gradient_only").Invoke({x}); }),
+              HasSubstr("test_gradient_only: no forward function"));
+  EXPECT_THAT(message([] { OperatorProperty::Create("test_nothing_registered"); }),
+              HasSubstr("test_nothing_registered: no forward function"));
+  EXPECT_THAT(message([] { OperatorProperty::Create("test_gradient_only"); }),
+              HasSubstr("test_gradient_only: no forward function"));
 }
 
 }  // namespace
