@@ -9,6 +9,7 @@
 #include <string>
 
 #include "depengine/resource.h"
+#include "operators/array_overlap.h"
 #include "operators/engine_util.h"
 #include "operators/kernels.h"
 
@@ -272,16 +273,6 @@ NDArray& NDArray::operator=(double value) {
 
 namespace {
 
-// True when `a` and `b` are views of one storage whose element ranges
-// overlap without coinciding (e.g. a.Slice(1, 4) and a.Slice(0, 3)).
-bool OverlapsPartly(const NDArray& a, const NDArray& b) {
-  if (!a.SharesStorageWith(b)) return false;
-  const char* pa = static_cast<const char*>(a.data().dptr_);
-  const char* pb = static_cast<const char*>(b.data().dptr_);
-  const std::size_t na = a.Size() * TypeSize(a.dtype()), nb = b.Size() * TypeSize(b.dtype());
-  return pa != pb && pa < pb + nb && pb < pa + na;
-}
-
 // *self = f(*self, rhs) elementwise, with serial semantics: as if rhs were
 // read whole before any element of *self is written. The loop reads each
 // element before writing it, which is enough when rhs is *self or does not
@@ -290,7 +281,7 @@ bool OverlapsPartly(const NDArray& a, const NDArray& b) {
 template <class F>
 void InPlace(NDArray* self, const NDArray& rhs, const char* name, F f) {
   CheckSame(*self, rhs, name);
-  if (OverlapsPartly(*self, rhs)) {
+  if (internal::OverlapsPartly(*self, rhs)) {
     const NDArray tmp = rhs.Copy();
     BinaryInto(*self, tmp, self, name, f);
     return;

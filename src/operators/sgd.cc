@@ -5,6 +5,7 @@
 #include <string>
 
 #include "depengine/optimizer.h"
+#include "operators/array_overlap.h"
 #include "operators/engine_util.h"
 
 namespace depengine {
@@ -54,16 +55,6 @@ void CheckParam(const SGDParam& p, const char* who) {
   if (std::isnan(p.clip_gradient)) fail("clip_gradient", "a number", p.clip_gradient);
 }
 
-// True when `a` and `b` are views of one storage whose element ranges
-// overlap without coinciding (w = a.Slice(1, 4), g = a.Slice(0, 3)).
-bool OverlapsPartly(const NDArray& a, const NDArray& b) {
-  if (!a.SharesStorageWith(b)) return false;
-  const char* pa = static_cast<const char*>(a.data().dptr_);
-  const char* pb = static_cast<const char*>(b.data().dptr_);
-  const std::size_t na = a.Size() * TypeSize(a.dtype()), nb = b.Size() * TypeSize(b.dtype());
-  return pa != pb && pa < pb + nb && pb < pa + na;
-}
-
 // The gradient step for one element, before the learning rate.
 template <class T>
 T Step(T g, T w, const SGDParam& p) {
@@ -83,7 +74,7 @@ void SGDUpdate(NDArray* weight, const NDArray& grad, const SGDParam& param, int 
   // The loop writes weight[i] before it reads grad[i + 1]: a gradient that
   // partly overlaps the weight is read from a copy, so that the update sees
   // it whole, as before the update (the common case stays copy-free).
-  const NDArray g_array = OverlapsPartly(*weight, grad) ? grad.Copy() : grad;
+  const NDArray g_array = internal::OverlapsPartly(*weight, grad) ? grad.Copy() : grad;
   const TBlob w = weight->data(), g = g_array.data();
   internal::VarLists vars;
   vars.Read(g_array.var());
@@ -111,12 +102,13 @@ void SGDMomUpdate(NDArray* weight, const NDArray& grad, NDArray* mom, const SGDP
   // overlapping no order of element updates gives the two statements'
   // result, so that is refused; a gradient partly overlapping either is
   // read from a copy (as in SGDUpdate).
-  if (OverlapsPartly(*weight, *mom)) {
+  if (internal::OverlapsPartly(*weight, *mom)) {
     throw std::invalid_argument(
         "SGDMomUpdate: weight and mom are partly overlapping views of one storage");
   }
   const NDArray g_array =
-      OverlapsPartly(*weight, grad) || OverlapsPartly(*mom, grad) ? grad.Copy() : grad;
+      internal::OverlapsPartly(*weight, grad) || internal::OverlapsPartly(*mom, grad) ? grad.Copy()
+                                                                                      : grad;
   const TBlob w = weight->data(), g = g_array.data(), m = mom->data();
   internal::VarLists vars;
   vars.Read(g_array.var());
