@@ -271,9 +271,6 @@ TEST_P(BackpressureTest, DeleteVariableIsNotHeldBackWhenTheEngineIsFull) {
 // caller, and the callback never returned.
 TEST_P(BackpressureTest, AClosureDestroyedByTheCallbacksCallerMayPushWhenTheEngineIsFull) {
   struct State {
-    Event got_callback;
-    CallbackOnComplete callback;  // written before got_callback
-    Event callback_returned;
     Event pushed_ran;
   };
   // Pushes when the last copy of the closure that holds it goes.
@@ -294,29 +291,10 @@ TEST_P(BackpressureTest, AClosureDestroyedByTheCallbacksCallerMayPushWhenTheEngi
   auto state = std::make_shared<State>();
   VarHandle a = e->NewVariable();
   VarHandle v = e->NewVariable();
-  auto pusher = std::make_shared<PushOnDestroy>(e.get(), v, state);
-  // kAsync: the body runs and returns inside PushAsync, on this thread, so
-  // that the callback's caller is the one to destroy the closure.
-  e->PushAsync(
-      [pusher, state](RunContext, CallbackOnComplete cb) {
-        state->callback = cb;
-        state->got_callback.Notify();
-      },
-      Context::CPU(), {}, {a}, FnProperty::kAsync);
-  pusher.reset();  // the closure holds the last reference
-  ASSERT_TRUE(state->got_callback.WaitFor());
-  std::thread caller([state] {
-    state->callback();
-    state->callback_returned.Notify();
-  });
-  if (!state->callback_returned.WaitFor()) {
+  if (!CallbackCallerDestroysTheClosure(e, a, std::make_shared<PushOnDestroy>(e.get(), v, state))) {
     ADD_FAILURE() << "the callback's caller waited for room its own function held";
-    // Left hanging: leak the engine and the thread rather than hang the test.
-    caller.detach();
-    (void)e.release();
     return;
   }
-  caller.join();
   EXPECT_TRUE(state->pushed_ran.WaitFor());
   e->WaitForAll();
 }

@@ -379,10 +379,7 @@ TEST_P(BadInputTest, WaitingFromInsideAFunctionOfTheSameEngineIsRejected) {
 // (where a worker destroys the closure, it already was).
 TEST_P(BadInputTest, WaitForAllFromAClosureDestroyedByTheCallbacksCallerIsRejected) {
   struct State {
-    Event got_callback;
-    CallbackOnComplete callback;  // written before got_callback
-    Event callback_returned;
-    std::string message;  // written by the destructor, read after callback_returned
+    std::string message;  // written by the destructor, read after the callback returned
   };
   struct WaitOnDestroy {
     WaitOnDestroy(Engine* e, std::shared_ptr<State> s) : engine(e), state(std::move(s)) {}
@@ -397,29 +394,10 @@ TEST_P(BadInputTest, WaitForAllFromAClosureDestroyedByTheCallbacksCallerIsReject
   auto e = CreateEngine(Options());
   auto state = std::make_shared<State>();
   VarHandle v = e->NewVariable();
-  auto waiter = std::make_shared<WaitOnDestroy>(e.get(), state);
-  // kAsync: the body runs and returns inside PushAsync, on this thread, so
-  // that the callback's caller is the one to destroy the closure.
-  e->PushAsync(
-      [waiter, state](RunContext, CallbackOnComplete cb) {
-        state->callback = cb;
-        state->got_callback.Notify();
-      },
-      Context::CPU(), {}, {v}, FnProperty::kAsync);
-  waiter.reset();  // the closure holds the last reference
-  ASSERT_TRUE(state->got_callback.WaitFor());
-  std::thread caller([state] {
-    state->callback();
-    state->callback_returned.Notify();
-  });
-  if (!state->callback_returned.WaitFor()) {
+  if (!CallbackCallerDestroysTheClosure(e, v, std::make_shared<WaitOnDestroy>(e.get(), state))) {
     ADD_FAILURE() << "WaitForAll in the closure's destructor waited for its own function";
-    // Left hanging: leak the engine and the thread rather than hang the test.
-    caller.detach();
-    (void)e.release();
     return;
   }
-  caller.join();
   EXPECT_THAT(state->message, HasSubstr("deadlock"));
   EXPECT_THAT(state->message, HasSubstr("WaitForAll"));
   e->WaitForAll();

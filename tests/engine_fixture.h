@@ -256,6 +256,46 @@ std::string MessageOf(F&& f) {
 }
 
 // Asserts that `done` stays false for kQuiet: something must not happen yet.
+// Pushes a kAsync function that writes `var` and whose closure holds
+// `keep` (which the caller then drops: the closure has the last
+// reference), and calls its callback on a thread of its own, which thus
+// destroys the closure. Returns whether that call returned within kTimeout.
+// If it did not, the thread is detached and the engine leaked, so that the
+// test fails instead of hanging.
+template <class T>
+bool CallbackCallerDestroysTheClosure(std::unique_ptr<Engine>& engine, VarHandle var,
+                                      std::shared_ptr<T> keep) {
+  struct Call {
+    Event got_callback;
+    CallbackOnComplete callback;  // written before got_callback
+    Event returned;
+  };
+  auto call = std::make_shared<Call>();
+  // kAsync: the body runs and returns inside PushAsync, on this thread, so
+  // that the callback's caller is the one to destroy the closure.
+  engine->PushAsync(
+      [keep = std::move(keep), call](RunContext, CallbackOnComplete cb) {
+        call->callback = cb;
+        call->got_callback.Notify();
+      },
+      Context::CPU(), {}, {var}, FnProperty::kAsync);
+  if (!call->got_callback.WaitFor()) {
+    ADD_FAILURE() << "the kAsync function did not run";
+    return false;
+  }
+  std::thread caller([call] {
+    call->callback();
+    call->returned.Notify();
+  });
+  if (!call->returned.WaitFor()) {
+    caller.detach();
+    (void)engine.release();
+    return false;
+  }
+  caller.join();
+  return true;
+}
+
 inline void ExpectQuiet(Event& done, const char* what) {
   EXPECT_FALSE(done.WaitFor(kQuiet)) << what;
 }
