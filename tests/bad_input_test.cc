@@ -583,30 +583,18 @@ TEST_P(BadInputTest, NegativeThreadCountIsRejected) {
 // variable, the value and what it accepts. The message named none of the
 // fields nor the value ("thread counts and simulated_gpus must be >= 0").
 TEST_P(BadInputTest, NegativeThreadCountNamesTheFieldAndTheValue) {
-  const char* const fields[] = {"cpu_worker_threads", "cpu_priority_threads", "gpu_worker_threads",
-                                "gpu_copy_threads", "simulated_gpus"};
-  for (int field = 0; field < 5; ++field) {
+  const std::pair<const char*, int EngineOptions::*> fields[] = {
+      {"cpu_worker_threads", &EngineOptions::cpu_worker_threads},
+      {"cpu_priority_threads", &EngineOptions::cpu_priority_threads},
+      {"gpu_worker_threads", &EngineOptions::gpu_worker_threads},
+      {"gpu_copy_threads", &EngineOptions::gpu_copy_threads},
+      {"simulated_gpus", &EngineOptions::simulated_gpus}};
+  for (const auto& [name, field] : fields) {
     EngineOptions o = Options();
-    switch (field) {
-      case 0:
-        o.cpu_worker_threads = -3;
-        break;
-      case 1:
-        o.cpu_priority_threads = -3;
-        break;
-      case 2:
-        o.gpu_worker_threads = -3;
-        break;
-      case 3:
-        o.gpu_copy_threads = -3;
-        break;
-      default:
-        o.simulated_gpus = -3;
-        break;
-    }
+    o.*field = -3;
     EXPECT_THAT(MessageOf<std::invalid_argument>([&] { CreateEngine(o); }),
-                AllOf(HasSubstr(std::string(fields[field]) + " = -3"), HasSubstr(">= 0")))
-        << fields[field];
+                AllOf(HasSubstr(std::string(name) + " = -3"), HasSubstr(">= 0")))
+        << name;
   }
 }
 

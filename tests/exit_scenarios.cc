@@ -96,16 +96,11 @@ struct LateGetAtExit {
   }
 };
 
-int GetAfterExit() {
-  static LateGetAtExit late;
-  Engine* e = Engine::Get();
-  e->PushSync([](RunContext) {}, Context::CPU(), {}, {});
-  e->WaitForAll();
-  return 0;
-}
-
-int SharedRefAfterExit() {
-  static LateAtExit late;
+// Builds a static `Late` before the process-wide engine, so that it is
+// destroyed after it at exit, then uses the engine.
+template <class Late>
+int UseTheEngineWithALateStatic() {
+  static Late late;
   Engine* e = Engine::Get();
   e->PushSync([](RunContext) {}, Context::CPU(), {}, {});
   e->WaitForAll();
@@ -140,8 +135,12 @@ int LastRefInClosure(int kind, bool async) {
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "get-at-exit") == 0) return GetAtExit();
   if (argc >= 2 && std::strcmp(argv[1], "shared-ref-at-exit") == 0) return SharedRefAtExit();
-  if (argc >= 2 && std::strcmp(argv[1], "shared-ref-after-exit") == 0) return SharedRefAfterExit();
-  if (argc >= 2 && std::strcmp(argv[1], "get-after-exit") == 0) return GetAfterExit();
+  if (argc >= 2 && std::strcmp(argv[1], "shared-ref-after-exit") == 0) {
+    return UseTheEngineWithALateStatic<LateAtExit>();
+  }
+  if (argc >= 2 && std::strcmp(argv[1], "get-after-exit") == 0) {
+    return UseTheEngineWithALateStatic<LateGetAtExit>();
+  }
   if (argc >= 4 && std::strcmp(argv[1], "last-ref-in-closure") == 0) {
     return LastRefInClosure(std::atoi(argv[2]), std::strcmp(argv[3], "async") == 0);
   }
