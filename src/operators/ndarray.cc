@@ -39,14 +39,15 @@ struct NDArray::Chunk {
   // Frees the memory after every function already pushed on `var`: the
   // engine runs the deleter only once they have all finished. The deleter
   // runs on the array's context; an engine that refuses that context (a
-  // dev_id beyond what it supports: every push on it was refused as well)
-  // runs it on CPU(0) instead, rather than the exception escaping a
-  // destructor and terminating the program.
+  // dev_id beyond what it supports: every push on it was refused as well,
+  // or a pool whose threads the system refused to start) runs it on CPU(0)
+  // instead, rather than the exception escaping a destructor and
+  // terminating the program.
   ~Chunk() {
     void* p = dptr;
     try {
       engine->DeleteVariable([p](RunContext) { std::free(p); }, ctx, var);
-    } catch (const std::invalid_argument&) {
+    } catch (const std::exception&) {
       engine->DeleteVariable([p](RunContext) { std::free(p); }, Context::CPU(), var);
     }
   }
