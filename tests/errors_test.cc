@@ -243,6 +243,20 @@ TEST_P(ErrorsTest, FailureOfAFunctionWithoutWrittenVarsReachesWaitForAll) {
   EXPECT_EQ(WaitAll(), 0);
 }
 
+void CountSeedCall(Engine* /*engine*/, void* calls) { ++*static_cast<int*>(calls); }
+
+TEST_P(ErrorsTest, ErrorPassedToACreateCallbackCallbackReachesWaitForAll) {
+  DrainGuard drain(engine());
+  int calls = 0;
+  CallbackOnComplete cb = engine().CreateCallback(&CountSeedCall, &calls);
+  cb();
+  EXPECT_EQ(WaitAll(), 0) << "a callback called without an error failed something";
+  cb(std::make_exception_ptr(TestError(14)));
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(WaitAll(), 14);
+  EXPECT_EQ(WaitAll(), 0) << "the error was delivered twice";
+}
+
 TEST_P(ErrorsTest, WaitForAllNamesOnStderrTheFailuresItCannotRethrow) {
   // One exception carries one failure: the others that WaitForAll clears
   // must not vanish without a word.

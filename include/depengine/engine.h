@@ -215,7 +215,10 @@ class Engine {
 
   // Makes a callback that calls `callback(this, param)` (the seed's form).
   // It finishes no function of the engine: each call calls `callback` again
-  // (a second call is not detected), and an `error` passed to it is ignored.
+  // (a second call is not detected). An `error` passed to it belongs to no
+  // var, so it reaches the program through the next WaitForAll, like the
+  // failure of a function that writes no var; it is recorded before
+  // `callback` is called.
   CallbackOnComplete CreateCallback(void (*callback)(Engine*, void*), void* param) {
     CallbackOnComplete ret;
     ret.callback_ = callback;
@@ -225,11 +228,16 @@ class Engine {
   }
 
  protected:
+  friend class depengine::CallbackOnComplete;  // calls RecordCallbackError
   // PushSync without wrapping `exec_fn` in a second closure.
   virtual void PushSyncImpl(SyncFn exec_fn, Context exec_ctx,
                             const std::vector<VarHandle>& const_vars,
                             const std::vector<VarHandle>& mutable_vars, FnProperty prop,
                             int priority, const char* opr_name) = 0;
+  // Keeps an error passed to a CreateCallback callback for the next
+  // WaitForAll. The engines of this library override it; the default, for
+  // an Engine implemented elsewhere, names the error on stderr.
+  virtual void RecordCallbackError(std::exception_ptr error);
   // Builds an engine-made callback: calling it calls
   // complete(this, param, ticket, error).
   CallbackOnComplete MakeCallback(void (*complete)(Engine*, void*, std::uint64_t,

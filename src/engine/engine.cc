@@ -2,8 +2,10 @@
 #include "depengine/engine.h"
 
 #include <atomic>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "engine/engines.h"
@@ -12,11 +14,23 @@ namespace depengine {
 
 void CallbackOnComplete::operator()(std::exception_ptr error) const {
   if (callback_ != nullptr) {
+    if (error) engine_->RecordCallbackError(std::move(error));
     callback_(engine_, param_);
     return;
   }
   if (complete_ == nullptr) throw std::logic_error("CallbackOnComplete: empty callback called");
   complete_(engine_, param_, ticket_, std::move(error));
+}
+
+void Engine::RecordCallbackError(std::exception_ptr error) {
+  std::string what = "an exception not derived from std::exception";
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  std::fprintf(stderr, "depengine: error passed to a CreateCallback callback: %s\n", what.c_str());
 }
 
 std::unique_ptr<Engine> CreateEngine(const EngineOptions& options) {

@@ -48,6 +48,8 @@ class ThreadedEngine : public Engine {
   void PushSyncImpl(SyncFn exec_fn, Context exec_ctx, const std::vector<VarHandle>& const_vars,
                     const std::vector<VarHandle>& mutable_vars, FnProperty prop, int priority,
                     const char* opr_name) override;
+  // Logged like the failure of a function that writes no var.
+  void RecordCallbackError(std::exception_ptr error) override { RecordFailure(std::move(error)); }
   // An engine-made callback's entry (see CallbackOnComplete): checks the
   // ticket, then finishes the block through FinishCallback.
   static void CompleteCallback(Engine* engine, void* param, std::uint64_t ticket,
