@@ -25,9 +25,9 @@ struct SGDParam {
 // write of `weight` and a read of `grad`. Raises std::invalid_argument when
 // shapes, types, contexts or engines differ, and, naming the field, when
 // `param` holds a value SGDParam::Schema() would refuse (lr or wd negative
-// or not finite, momentum outside [0, 1], NaN anywhere). `grad` may be a
-// view of the weight's storage: the result is the serial one (a partly
-// overlapping grad is copied first).
+// or not finite, momentum outside [0, 1], rescale_grad not finite, NaN
+// anywhere). `grad` may be a view of the weight's storage: the result is the
+// serial one (a partly overlapping grad is copied first).
 void SGDUpdate(NDArray* weight, const NDArray& grad, const SGDParam& param, int priority = 0);
 
 // mom = momentum * mom - lr * (clip(rescale_grad * grad) + wd * weight);

@@ -149,8 +149,8 @@ std::string TypeDescription() {
 
 // One field of a parameter struct: its type T, default, bounds, enum names.
 // Built through ParamSchema::Field; the setters chain. A floating-point
-// field never accepts NaN, and one with a bound accepts only finite values
-// ("a finite number in [0, 1]").
+// field never accepts NaN, and one with a bound, or marked set_finite(),
+// accepts only finite values ("a finite number in [0, 1]").
 template <class P, class T>
 class ParamField final : public internal::FieldBase<P> {
  public:
@@ -173,6 +173,12 @@ class ParamField final : public internal::FieldBase<P> {
   ParamField& set_range(T lo, T hi) requires std::is_arithmetic_v<T> {
     lower_ = lo;
     upper_ = hi;
+    return *this;
+  }
+  // Refuses infinities too, for a field with no bound (a bounded one
+  // already does).
+  ParamField& set_finite() requires std::is_floating_point_v<T> {
+    finite_ = true;
     return *this;
   }
   // Makes the field an enumeration: only the added names are accepted, and
@@ -204,7 +210,7 @@ class ParamField final : public internal::FieldBase<P> {
       // never accepted. A bounded field takes finite values only (an
       // infinite learning rate or weight decay is not "a number >= 0").
       if (std::isnan(v)) return false;
-      if ((lower_ || upper_) && std::isinf(v)) return false;
+      if ((finite_ || lower_ || upper_) && std::isinf(v)) return false;
     }
     if constexpr (std::is_arithmetic_v<T>) {
       if (lower_ && v < *lower_) return false;
@@ -228,7 +234,7 @@ class ParamField final : public internal::FieldBase<P> {
     }
     std::string s = internal::TypeDescription<T>();
     if constexpr (std::is_floating_point_v<T>) {
-      if (lower_ || upper_) s = "a finite number";
+      if (finite_ || lower_ || upper_) s = "a finite number";
     }
     if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
       if (lower_ && upper_) {
@@ -246,6 +252,7 @@ class ParamField final : public internal::FieldBase<P> {
   T P::*member_;
   T default_{};
   std::optional<T> lower_, upper_;
+  bool finite_ = false;  // set_finite()
   std::vector<std::pair<std::string, T>> enum_;
 };
 

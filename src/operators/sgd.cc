@@ -16,7 +16,8 @@ const ParamSchema<SGDParam>& SGDParam::Schema() {
     s.Field("lr", &SGDParam::lr).set_default(0.01).set_lower_bound(0.0).describe("learning rate");
     s.Field("wd", &SGDParam::wd).set_default(0.0).set_lower_bound(0.0).describe("weight decay");
     s.Field("momentum", &SGDParam::momentum).set_default(0.0).set_range(0.0, 1.0);
-    s.Field("rescale_grad", &SGDParam::rescale_grad).set_default(1.0);
+    // An infinite factor turns a zero gradient into NaN.
+    s.Field("rescale_grad", &SGDParam::rescale_grad).set_default(1.0).set_finite();
     s.Field("clip_gradient", &SGDParam::clip_gradient)
         .set_default(-1.0)
         .describe("< 0: no clipping");
@@ -51,7 +52,7 @@ void CheckParam(const SGDParam& p, const char* who) {
   if (!std::isfinite(p.momentum) || p.momentum < 0 || p.momentum > 1) {
     fail("momentum", "a finite number in [0, 1]", p.momentum);
   }
-  if (std::isnan(p.rescale_grad)) fail("rescale_grad", "a number", p.rescale_grad);
+  if (!std::isfinite(p.rescale_grad)) fail("rescale_grad", "a finite number", p.rescale_grad);
   if (std::isnan(p.clip_gradient)) fail("clip_gradient", "a number", p.clip_gradient);
 }
 

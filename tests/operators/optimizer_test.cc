@@ -97,6 +97,7 @@ TEST_P(OptimizerTest, ParametersTheSchemaRefusesAreRejected) {
       {"wd", [](SGDParam* p) { p->wd = -1; }},
       {"momentum", [](SGDParam* p) { p->momentum = 5; }},
       {"rescale_grad", [&](SGDParam* p) { p->rescale_grad = nan; }},
+      {"rescale_grad", [&](SGDParam* p) { p->rescale_grad = -inf; }},
       {"clip_gradient", [&](SGDParam* p) { p->clip_gradient = nan; }},
   };
   for (const auto& [field, set] : cases) {

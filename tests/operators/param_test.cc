@@ -126,14 +126,23 @@ TEST(Params, NanAndInfinityFailRangeChecks) {
                 AllOf(HasSubstr("'lr'"), HasSubstr("finite number >= 0"),
                       HasSubstr(std::string("got '") + v + "'")));
   }
-  // An unbounded number field takes infinities but not NaN.
+  // An unbounded number field takes infinities but not NaN, unless it is
+  // marked finite (rescale_grad: an infinite factor turns a zero gradient
+  // into NaN).
   SGDParam s;
   EXPECT_THAT(ErrorOf<ParamError>([&] {
-                SGDParam::Schema().Init(&s, {{"rescale_grad", "nan"}}, "sgd");
+                SGDParam::Schema().Init(&s, {{"clip_gradient", "nan"}}, "sgd");
               }),
-              AllOf(HasSubstr("'rescale_grad'"), HasSubstr("got 'nan'")));
-  SGDParam::Schema().Init(&s, {{"rescale_grad", "inf"}, {"momentum", "1"}, {"lr", "0"}}, "sgd");
-  EXPECT_TRUE(std::isinf(s.rescale_grad));
+              AllOf(HasSubstr("'clip_gradient'"), HasSubstr("got 'nan'")));
+  for (const char* v : {"nan", "inf", "-inf"}) {
+    EXPECT_THAT(ErrorOf<ParamError>([&] {
+                  SGDParam::Schema().Init(&s, {{"rescale_grad", v}}, "sgd");
+                }),
+                AllOf(HasSubstr("'rescale_grad'"), HasSubstr("a finite number"),
+                      HasSubstr(std::string("got '") + v + "'")));
+  }
+  SGDParam::Schema().Init(&s, {{"clip_gradient", "inf"}, {"momentum", "1"}, {"lr", "0"}}, "sgd");
+  EXPECT_TRUE(std::isinf(s.clip_gradient));
   EXPECT_EQ(s.momentum, 1.0f);
 }
 
