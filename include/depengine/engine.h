@@ -20,7 +20,10 @@ namespace depengine {
 // The kind of device a function runs on.
 enum class DeviceType { kCPU = 1, kGPU = 2, kCPUPinned = 3 };
 
-// Where a function runs: a device type and the device's index.
+// Where a function runs: a device type and the device's index. Engines
+// accept dev_id in [0, kMaxDevicesPerType) (and, for GPUs, below the number
+// of GPUs present or simulated).
+inline constexpr int kMaxDevicesPerType = 64;
 struct Context {
   DeviceType dev_type = DeviceType::kCPU;
   int dev_id = 0;

@@ -15,7 +15,7 @@ namespace depengine::internal {
 namespace {
 
 enum PoolKind { kCpuNormal = 0, kGpuNormal = 1, kGpuCopy = 2, kNumPoolKinds = 3 };
-constexpr int kMaxDevices = 64;
+constexpr int kMaxDevices = kMaxDevicesPerType;
 
 class PerDeviceEngine final : public ThreadedEngine {
  public:

@@ -379,20 +379,22 @@ void ThreadedEngine::CheckContext(const Context& ctx, const char* call) const {
   switch (ctx.dev_type) {
     case DeviceType::kCPU:
     case DeviceType::kCPUPinned:
-      if (ctx.dev_id < 0 || ctx.dev_id >= 64) {
-        throw std::invalid_argument(
-            Named(call, "CPU dev_id " + std::to_string(ctx.dev_id) + " is out of range [0, 64)"));
+      if (ctx.dev_id < 0 || ctx.dev_id >= kMaxDevicesPerType) {
+        throw std::invalid_argument(Named(call, "CPU dev_id " + std::to_string(ctx.dev_id) +
+                                                    " is out of range [0, " +
+                                                    std::to_string(kMaxDevicesPerType) + ")"));
       }
       return;
     case DeviceType::kGPU:
-      if (ctx.dev_id < 0 || ctx.dev_id >= gpu_count_ || ctx.dev_id >= 64) {
+      if (ctx.dev_id < 0 || ctx.dev_id >= gpu_count_ || ctx.dev_id >= kMaxDevicesPerType) {
         std::string why;
         if (!gpu::Built() && options_.simulated_gpus == 0) {
           why =
               "depengine was built without GPU support (CUDA not found) and no simulated GPUs "
               "are configured (EngineOptions::simulated_gpus)";
         } else {
-          why = std::to_string(gpu_count_) + " GPU(s) available, at most 64 supported";
+          why = std::to_string(gpu_count_) + " GPU(s) available, at most " +
+                std::to_string(kMaxDevicesPerType) + " supported";
         }
         throw std::invalid_argument(Named(
             call, "GPU context gpu(" + std::to_string(ctx.dev_id) + ") is not usable: " + why));

@@ -39,8 +39,7 @@ struct NDArray::Chunk {
   // Frees the memory after every function already pushed on `var`: the
   // engine runs the deleter only once they have all finished. The deleter
   // runs on the array's context; an engine that refuses that context (a
-  // dev_id beyond what it supports: every push on it was refused as well,
-  // or a pool whose threads the system refused to start) runs it on CPU(0)
+  // pool whose threads the system refused to start) runs it on CPU(0)
   // instead, rather than the exception escaping a destructor and
   // terminating the program.
   ~Chunk() {
@@ -66,9 +65,10 @@ void CheckContext(Context ctx, const char* who) {
     throw std::invalid_argument(std::string(who) + ": unknown DeviceType " +
                                 std::to_string(static_cast<int>(ctx.dev_type)));
   }
-  if (ctx.dev_id < 0) {
-    throw std::invalid_argument(std::string(who) + ": negative dev_id " +
-                                std::to_string(ctx.dev_id));
+  if (ctx.dev_id < 0 || ctx.dev_id >= kMaxDevicesPerType) {
+    throw std::invalid_argument(std::string(who) + ": dev_id " + std::to_string(ctx.dev_id) +
+                                " is out of range [0, " + std::to_string(kMaxDevicesPerType) +
+                                ")");
   }
 }
 

@@ -290,12 +290,11 @@ TEST_P(NDArrayTest, ContextsTheEngineRefusesAreErrorsNotTerminations) {
         NDArray(TShape{4}, Context{static_cast<DeviceType>(9), 0}, engine());
       },
       "DeviceType 9");
-  {
-    // The engines support CPU dev_ids 0 to 63: the engine refuses the
-    // pushes, and the array is still destroyed safely.
-    NDArray far(TShape{4}, Context::CPU(64), engine());
-    rejects([&] { far = 1.0; }, "dev_id 64");
-  }
+  // The engines support CPU dev_ids 0 to 63 (kMaxDevicesPerType): an array
+  // beyond them is refused when it is made, not at its first push.
+  rejects([&] { NDArray(TShape{4}, Context::CPU(64), engine()); }, "dev_id 64");
+  rejects([&] { NDArray(TShape{4}, Context::CPUPinned(kMaxDevicesPerType), engine()); },
+          "out of range [0, 64)");
   for (Context ctx : {Context::CPU(-1), Context::CPU(64), Context::CPUPinned(-3)}) {
     ResourceManager rm(engine());
     rejects([&] { rm.Request(ctx, ResourceRequest::kRandom); }, "ResourceManager::Request");
