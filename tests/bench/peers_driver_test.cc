@@ -19,6 +19,9 @@
 #ifndef DEPENGINE_PEERS_DRIVER
 #error "DEPENGINE_PEERS_DRIVER must name the depengine-peers executable"
 #endif
+#ifndef DEPENGINE_PEER_PROGRAM
+#error "DEPENGINE_PEER_PROGRAM must name the peers-depengine executable"
+#endif
 
 namespace {
 
@@ -184,6 +187,31 @@ TEST_F(PeersDriverTest, BadFlagsExitWithStatus2) {
       << output;
   EXPECT_THAT(output, HasSubstr("'W6' selects no job"));
   EXPECT_THAT(output, Not(HasSubstr("wrote")));
+}
+
+// A peer program on its own (bench/peers/peer_server.cc's command line):
+// "ops=abc" used to be read as 0, so W1 ran no function and its check
+// passed; a misspelt parameter was ignored and the default size run.
+TEST_F(PeersDriverTest, PeerProgramRejectsBadArguments) {
+  const std::string log = dir_ + "/peer.out";
+  const auto run = [&](const std::string& args, std::string* output) {
+    const std::string cmd =
+        std::string("'") + DEPENGINE_PEER_PROGRAM + "' " + args + " > '" + log + "' 2>&1";
+    const int status = std::system(cmd.c_str());
+    *output = ReadFile(log);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string output;
+  for (const char* args :
+       {"W1 ops=abc", "W1 ops=-5", "W1 ops=0", "W1 ops=1.5", "W1 op=1000", "W4 T=x",
+        "--threads=abc W1 ops=10", "--threads=0 W1 ops=10", "--reps=abc W1 ops=10"}) {
+    SCOPED_TRACE(args);
+    EXPECT_EQ(run(args, &output), 2) << output;
+    EXPECT_THAT(output, Not(HasSubstr("@peer result"))) << output;
+  }
+  EXPECT_EQ(run("--reps=1 --threads=1 W1 ops=1e3", &output), 0) << output;
+  EXPECT_THAT(output, HasSubstr("@peer result\tok=1\t"));
+  EXPECT_THAT(output, HasSubstr("\tops=1000\t"));
 }
 
 }  // namespace
