@@ -137,6 +137,13 @@ BenchOptions ParseBenchOptions(int argc, char** argv) {
       throw std::invalid_argument("unknown flag '" + arg + "' (see --help)");
     }
   }
+  // MEM is a memory figure: with --no-memory, an --only that names nothing
+  // else would run nothing and pass.
+  if (!o.memory && !o.only.empty() &&
+      std::all_of(o.only.begin(), o.only.end(),
+                  [](const std::string& id) { return id == kPendingMemoryId; })) {
+    throw std::invalid_argument("--only=MEM with --no-memory selects nothing");
+  }
   if (o.workers == 0) o.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return o;
 }

@@ -81,6 +81,15 @@ TEST(BenchOptionsTest, RejectsOnlyEntriesThatNameNoCase) {
   EXPECT_THAT(Rejection("--only=,"), HasSubstr("--only: name at least one"));
 }
 
+// MEM is measured only with the memory figures: --only=MEM --no-memory
+// printed an empty table and exited 0.
+TEST(BenchOptionsTest, RejectsOnlyMemWithoutMemory) {
+  EXPECT_THROW(Parse({"--only=MEM", "--no-memory"}), std::invalid_argument);
+  EXPECT_THROW(Parse({"--no-memory", "--only=MEM"}), std::invalid_argument);
+  EXPECT_NO_THROW(Parse({"--only=MEM,W1", "--no-memory"}));
+  EXPECT_NO_THROW(Parse({"--only=MEM"}));
+}
+
 TEST(BenchOptionsTest, RejectsAnEngineNamedTwice) {
   EXPECT_THAT(Rejection("--engines=naive,naive"), HasSubstr("'naive'"));
   EXPECT_THAT(Rejection("--engines=pooled,ThreadedEnginePooled"),
