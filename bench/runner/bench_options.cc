@@ -137,12 +137,17 @@ BenchOptions ParseBenchOptions(int argc, char** argv) {
       throw std::invalid_argument("unknown flag '" + arg + "' (see --help)");
     }
   }
-  // MEM is a memory figure: with --no-memory, an --only that names nothing
-  // else would run nothing and pass.
-  if (!o.memory && !o.only.empty() &&
-      std::all_of(o.only.begin(), o.only.end(),
-                  [](const std::string& id) { return id == kPendingMemoryId; })) {
-    throw std::invalid_argument("--only=MEM with --no-memory selects nothing");
+  // MEM is a memory figure: with --no-memory, or with --profile (which
+  // profiles the timed cases), an --only that names nothing else would run
+  // nothing and pass.
+  if (!o.only.empty() && std::all_of(o.only.begin(), o.only.end(), [](const std::string& id) {
+        return id == kPendingMemoryId;
+      })) {
+    if (!o.memory) throw std::invalid_argument("--only=MEM with --no-memory selects nothing");
+    if (!o.profile_dir.empty()) {
+      throw std::invalid_argument(
+          "--only=MEM with --profile selects nothing (MEM is not profiled)");
+    }
   }
   if (o.workers == 0) o.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return o;

@@ -38,7 +38,7 @@ inline constexpr double kMaxNScale = 1e9;
 // INT_MAX], --n-scale not in (0, kMaxNScale]); an --only entry that is no
 // workload or case id (BenchCaseNames); an empty --only or --engines; an
 // engine named twice; a value given to --help or --no-memory; --only=MEM
-// (alone) with --no-memory, which would select nothing.
+// (alone) with --no-memory or --profile, which would select nothing.
 BenchOptions ParseBenchOptions(int argc, char** argv);
 
 // The --help text.

@@ -88,6 +88,9 @@ TEST(BenchOptionsTest, RejectsOnlyMemWithoutMemory) {
   EXPECT_THROW(Parse({"--no-memory", "--only=MEM"}), std::invalid_argument);
   EXPECT_NO_THROW(Parse({"--only=MEM,W1", "--no-memory"}));
   EXPECT_NO_THROW(Parse({"--only=MEM"}));
+  // --profile profiles the timed cases; MEM is none.
+  EXPECT_THROW(Parse({"--only=MEM", "--profile=/tmp/p"}), std::invalid_argument);
+  EXPECT_NO_THROW(Parse({"--only=MEM,W3", "--profile=/tmp/p"}));
 }
 
 TEST(BenchOptionsTest, RejectsAnEngineNamedTwice) {
