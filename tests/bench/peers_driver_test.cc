@@ -189,6 +189,27 @@ TEST_F(PeersDriverTest, BadFlagsExitWithStatus2) {
   EXPECT_THAT(output, Not(HasSubstr("wrote")));
 }
 
+// --out may name a directory several levels down; one that cannot be made
+// is an error. The results used to be lost without a word ("wrote ..."
+// was printed) and the exit status was 0.
+TEST_F(PeersDriverTest, OutputDirectoryIsMadeOrTheRunFails) {
+  FakePeer("peers-depengine", "10 10 10 10 10 10");
+  out_ = dir_ + "/a/b/c";
+  std::string output;
+  ASSERT_EQ(RunDriver("--engines=depengine-perdevice --groups=table --only=W1", &output), 0)
+      << output;
+  EXPECT_THAT(ReadFile(out_ + "/peers.json"), HasSubstr("\"job\": \"W1\""));
+  EXPECT_THAT(ReadFile(out_ + "/peers.md"), HasSubstr("| W1 chain |"));
+
+  // A directory under a regular file cannot be made.
+  std::ofstream(dir_ + "/file") << "x";
+  out_ = dir_ + "/file/out";
+  EXPECT_EQ(RunDriver("--engines=depengine-perdevice --groups=table --only=W1", &output), 1)
+      << output;
+  EXPECT_THAT(output, HasSubstr("cannot create --out="));
+  EXPECT_THAT(output, Not(HasSubstr("wrote")));
+}
+
 // A peer program on its own (bench/peers/peer_server.cc's command line):
 // "ops=abc" used to be read as 0, so W1 ran no function and its check
 // passed; a misspelt parameter was ignored and the default size run.

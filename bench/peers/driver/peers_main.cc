@@ -12,10 +12,9 @@
 //
 // Exit status: 0 when every run passed its check (or was skipped, or has no
 // implementation on its runtime); 1 when a run failed its check or errored
-// (timed out, died), the tables being written all the same; 2 on a bad flag.
+// (timed out, died), the tables being written all the same, or when --out
+// cannot be made or written; 2 on a bad flag.
 #include <unistd.h>
-
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -23,8 +22,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fcntl.h>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -441,9 +442,31 @@ int Main(int argc, char** argv) {
     }
   }
 
-  mkdir(o.out.c_str(), 0755);
+  const std::vector<JobSpec> plan = MakePlan(o.plan, engines);
+  if (plan.empty()) {
+    std::fprintf(stderr,
+                 "depengine-peers: nothing to run: no job of --groups has a participant among the "
+                 "engines\n");
+    return 2;
+  }
+
+  // --out may name a directory several levels down; one that cannot be made
+  // would leave the results nowhere (they used to be lost, and "wrote"
+  // printed all the same).
+  std::error_code dir_error;
+  std::filesystem::create_directories(o.out, dir_error);
+  if (dir_error) {
+    std::fprintf(stderr, "depengine-peers: cannot create --out=%s: %s\n", o.out.c_str(),
+                 dir_error.message().c_str());
+    return 1;
+  }
   const std::string log_path = o.log.empty() ? o.out + "/peers.log" : o.log;
   const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    std::fprintf(
+        stderr, "depengine-peers: cannot write the log %s (%s): the peers' output goes to stderr\n",
+        log_path.c_str(), std::strerror(errno));
+  }
 
   Report report;
   report.engines = engines;
@@ -463,24 +486,32 @@ int Main(int argc, char** argv) {
                  {"scale", std::to_string(o.plan.scale)},
                  {"loadavg_start", LoadAverage()}};
 
-  const std::vector<JobSpec> plan = MakePlan(o.plan, engines);
-  std::fprintf(stderr, "depengine-peers: %zu jobs on %zu engines, %d threads each; log in %s\n", plan.size(),
-               engines.size(), o.threads, log_path.c_str());
+  std::fprintf(stderr, "depengine-peers: %zu jobs on %zu engines, %d threads each; log in %s\n",
+               plan.size(), engines.size(), o.threads, log_path.c_str());
   const auto start = std::chrono::steady_clock::now();
   Driver driver(o, engines, log_fd);
+  bool written = false;  // whether the last write of peers.json and peers.md succeeded
   for (const JobSpec& spec : plan) {
     for (JobRun& row : driver.RunJob(spec, report)) report.jobs.push_back(std::move(row));
     // Written after every job, so that an interrupted run keeps what it has.
     report.meta["loadavg_end"] = LoadAverage();
     char wall[32];
-    std::snprintf(wall, sizeof wall, "%.0f", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    std::snprintf(wall, sizeof wall, "%.0f",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     report.meta["wall_s"] = wall;
-    WriteJson(report, o.out + "/peers.json");
-    std::ofstream(o.out + "/peers.md") << Markdown(report);
+    std::ofstream md(o.out + "/peers.md");
+    md << Markdown(report);
+    md.flush();
+    written = WriteJson(report, o.out + "/peers.json") && static_cast<bool>(md);
   }
   std::printf("%s", Markdown(report).c_str());
-  std::fprintf(stderr, "wrote %s/peers.json and %s/peers.md\n", o.out.c_str(), o.out.c_str());
   if (log_fd >= 0) close(log_fd);
+  if (!written) {
+    std::fprintf(stderr, "depengine-peers: FAILED: cannot write %s/peers.json or %s/peers.md\n",
+                 o.out.c_str(), o.out.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "wrote %s/peers.json and %s/peers.md\n", o.out.c_str(), o.out.c_str());
   // A failed check (or a run that errored) has no figure in the tables;
   // the exit status says so too.
   int failures = 0;

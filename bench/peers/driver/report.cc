@@ -167,8 +167,9 @@ void Summarize(JobRun& job) {
   }
 }
 
-void WriteJson(const Report& report, const std::string& path) {
+bool WriteJson(const Report& report, const std::string& path) {
   std::ofstream out(path);
+  if (!out) return false;
   out << "{\n\"meta\": {";
   bool first = true;
   for (const auto& [k, v] : report.meta) {
@@ -214,6 +215,8 @@ void WriteJson(const Report& report, const std::string& path) {
     }
   }
   out << "]\n}\n";
+  out.flush();
+  return static_cast<bool>(out);
 }
 
 std::string Markdown(const Report& r) {
