@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -400,6 +401,11 @@ class Driver {
 int Main(int argc, char** argv) {
   Options o;
   if (!Parse(argc, argv, &o)) return 2;
+  // A peer may exit while the driver writes to it ("quit" to one that
+  // answered "unsupported" and left, "run" to one that died while stopped):
+  // the write must fail with EPIPE, not kill the driver and the whole run
+  // with SIGPIPE. The peers get the default back (child.cc).
+  std::signal(SIGPIPE, SIG_IGN);
   if (o.bindir.empty()) o.bindir = SelfDir();
   if (o.threads <= 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // OpenMP ignores a task's priority clause above this limit, which is 0
