@@ -189,6 +189,27 @@ TEST_F(PeersDriverTest, BadFlagsExitWithStatus2) {
   EXPECT_THAT(output, Not(HasSubstr("wrote")));
 }
 
+// A runtime that cannot start (its setup threw: peer_server.cc answers
+// "unsupported" with "setup failed") leaves its column empty: a failure,
+// while a workload a runtime has no implementation of is not.
+TEST_F(PeersDriverTest, RuntimeThatCannotStartIsAFailure) {
+  FakePeer("peers-depengine", "10 10 10 10 10 10");
+  const auto unsupported = [&](const std::string& exe, const std::string& reason) {
+    const std::string path = bindir_ + "/" + exe;
+    std::ofstream(path) << "#!/bin/sh\nprintf '@peer unsupported\\treason=" << reason << "\\n'\n";
+    ASSERT_EQ(chmod(path.c_str(), 0755), 0);
+  };
+  unsupported("peers-tbb", "no implementation of W1");
+  std::string output;
+  EXPECT_EQ(RunDriver("--engines=depengine-perdevice,tbb --groups=table --only=W1", &output), 0)
+      << output;
+  unsupported("peers-tbb", "setup failed: tbb could not start");
+  EXPECT_EQ(RunDriver("--engines=depengine-perdevice,tbb --groups=table --only=W1", &output), 1)
+      << output;
+  EXPECT_THAT(ReadFile(out_ + "/peers.md"),
+              HasSubstr("unsupported: setup failed: tbb could not start"));
+}
+
 // A peer that answers "unsupported" exits at once (peer_server.cc); the
 // driver's "quit" to it then met a closed pipe and SIGPIPE killed the
 // driver (exit status 141) with the run half done. Five tries: the race

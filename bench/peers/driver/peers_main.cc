@@ -12,7 +12,8 @@
 //
 // Exit status: 0 when every run passed its check (or was skipped, or has no
 // implementation on its runtime); 1 when a run failed its check or errored
-// (timed out, died), the tables being written all the same, or when --out
+// (timed out, died) or a runtime could not start, the tables being written
+// all the same, or when --out
 // cannot be made or written; 2 on a bad flag.
 #include <unistd.h>
 
@@ -192,10 +193,13 @@ bool Parse(int argc, char** argv, Options* o) {
   }
 }
 
-// Whether a run's status is a failure: a failed check, or a run that timed
-// out, died or answered nonsense. Skipped and unsupported runs are not.
+// Whether a run's status is a failure: a failed check, a run that timed
+// out, died or answered nonsense, or a runtime that could not start
+// (peer_server.cc answers "unsupported" with "setup failed: ..."). Skipped
+// runs, and workloads a runtime has no implementation of, are not.
 bool Failed(const EngineRun& run) {
-  return run.status.rfind("check failed", 0) == 0 || run.status.rfind("error", 0) == 0;
+  return run.status.rfind("check failed", 0) == 0 || run.status.rfind("error", 0) == 0 ||
+         run.status.rfind("unsupported: setup failed", 0) == 0;
 }
 
 std::string SelfDir() {
