@@ -167,6 +167,8 @@ bool ParseFlags(int argc, char** argv, Options* o) {
       o->plan.mem_reps = IntFlag("--mem-reps", v, 1);
     } else if (const char* v = value("--threads")) {
       o->threads = IntFlag("--threads", v, 1);
+      // The peers take 1 to 4096 (peer_server.cc); more would fail every run.
+      if (o->threads > 4096) throw BadFlag{std::string("--threads=") + v + ": at most 4096"};
     } else if (const char* v = value("--budget-s")) {
       o->budget_s = PositiveFlag("--budget-s", v, 1e9);
     } else if (const char* v = value("--timeout-s")) {
