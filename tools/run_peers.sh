@@ -11,6 +11,8 @@
 #   tools/run_peers.sh --only=W1,W6            # some workloads
 #   tools/run_peers.sh --out=/tmp/peers        # somewhere else than docs/benchmarks
 # environment: BUILD_DIR (default build-peers), JOBS (default 2)
+# exit status: depengine-peers' (1 when a run failed its check or errored,
+# 2 on a bad flag), or the build's
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,8 +47,14 @@ cmake --build "$build" --target depengine-peers -j "${JOBS:-2}" >&2
 
 driver=$(find "$build" -name depengine-peers -type f -perm -u+x | head -1)
 [ -n "$driver" ] || { echo "run_peers.sh: depengine-peers was not built" >&2; exit 1; }
-"$driver" --out="$out" --log="$build/peers.log" "$@"
+# Status 1: a run failed its check or errored (no figure for it); the tables
+# are written all the same, so the figures are drawn before passing it on.
+# Status 2: a bad flag, nothing ran.
+status=0
+"$driver" --out="$out" --log="$build/peers.log" "$@" || status=$?
+[ "$status" -eq 2 ] && exit 2
 
-if command -v gnuplot >/dev/null 2>&1; then
+if command -v gnuplot >/dev/null 2>&1 && [ -r "$out/peers.json" ]; then
   sh "$root/tools/plot/plot_peers.sh" "$out/peers.json" "$out"
 fi
+exit "$status"

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -68,24 +69,74 @@ std::string RunOnce(Runner& runner) {
   return line;
 }
 
+// A whole number in [min, 2^53] written as 1000000 or 1e6; false when
+// `text` is anything else (a typo, a fraction, a negative number), so that
+// "ops=abc" is an error and not a run of 0 functions whose check passes.
+bool ParseCount(const char* text, long long min, long long* out) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (*text == '\0' || *end != '\0' || !std::isfinite(v) || v != std::floor(v) ||
+      v < static_cast<double>(min) || v > 9007199254740992.0) {
+    return false;
+  }
+  *out = static_cast<long long>(v);
+  return true;
+}
+
+// The job parameters some runtime reads, and the least value each takes:
+// a misspelt name would otherwise be ignored and the default size run.
+long long ParamMinimum(const std::string& name, bool* known) {
+  *known = true;
+  if (name == "T" || name == "seed") return 0;
+  for (const char* size :
+       {"ops", "vars", "rounds", "fan", "operators", "pushes", "n", "b", "min_ms"}) {
+    if (name == size) return 1;
+  }
+  *known = false;
+  return 0;
+}
+
 bool ParseArgs(int argc, char** argv, PeerOptions* o) {
   bool have_workload = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    long long count = 0;
     if (a == "--serve") {
       o->serve = true;
     } else if (a.rfind("--kind=", 0) == 0) {
       o->kind = a.substr(7);
     } else if (a.rfind("--threads=", 0) == 0) {
-      o->threads = std::atoi(a.c_str() + 10);
+      if (!ParseCount(a.c_str() + 10, 1, &count) || count > 4096) {
+        std::fprintf(stderr, "%s: expected a number of threads from 1 to 4096\n", a.c_str());
+        return false;
+      }
+      o->threads = static_cast<int>(count);
     } else if (a.rfind("--reps=", 0) == 0) {
-      o->reps = std::atoi(a.c_str() + 7);
+      if (!ParseCount(a.c_str() + 7, 1, &count) || count > 1000000) {
+        std::fprintf(stderr, "%s: expected a number of repetitions from 1 to 1000000\n", a.c_str());
+        return false;
+      }
+      o->reps = static_cast<int>(count);
     } else if (!have_workload && a.find('=') == std::string::npos && a.rfind("--", 0) != 0) {
       o->job.workload = a;
       have_workload = true;
     } else if (const auto eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) != 0) {
+      const std::string name = a.substr(0, eq);
+      bool known = false;
+      const long long min = ParamMinimum(name, &known);
+      if (!known) {
+        std::fprintf(stderr,
+                     "unknown parameter: %s (expected ops, vars, rounds, fan, T, seed, operators, "
+                     "pushes, n, b or min_ms)\n",
+                     a.c_str());
+        return false;
+      }
       // Accept 1e6 and 1000000 alike.
-      o->job.params[a.substr(0, eq)] = static_cast<long long>(std::strtod(a.c_str() + eq + 1, nullptr));
+      if (!ParseCount(a.c_str() + eq + 1, min, &count)) {
+        std::fprintf(stderr, "%s: expected a whole number >= %lld\n", a.c_str(), min);
+        return false;
+      }
+      o->job.params[name] = count;
     } else {
       std::fprintf(stderr, "unknown argument: %s\n", a.c_str());
       return false;

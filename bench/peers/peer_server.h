@@ -16,6 +16,10 @@
 // Without --serve the process runs the job itself (1 warm-up, then --reps
 // timed runs) and prints one result line per run: handy for a quick look,
 //   peers-tbb W1 ops=10000
+// Parameters are whole numbers (1000000 or 1e6) with known names: ops,
+// vars, rounds, fan, operators, pushes, n, b, min_ms (each >= 1), T and seed
+// (>= 0); --threads is 1 to 4096, --reps 1 to 10^6. Anything else is
+// rejected with a message and exit status 2.
 #pragma once
 
 #include <cstdint>

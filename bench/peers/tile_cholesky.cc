@@ -297,9 +297,24 @@ class PotrfLimitRunner : public Runner {
 class DgemmLimitRunner : public Runner {
  public:
   DgemmLimitRunner(int b, int threads, double min_seconds)
-      : b_(b), threads_(threads), min_seconds_(min_seconds), a_(b, b), bm_(b, b), c_(b, b) {
+      : b_(b),
+        threads_(threads),
+        min_seconds_(min_seconds),
+        a_(b, b),
+        bm_(b, b),
+        c_(b, b),
+        product_(static_cast<std::size_t>(b) * b) {
     FillSpd(a_, 1);
     FillSpd(bm_, 2);
+    // A B^T by plain loops, not by the BLAS under test, for the check.
+    const std::size_t n = static_cast<std::size_t>(b);
+    for (std::size_t j = 0; j < n; ++j) {
+      for (std::size_t i = 0; i < n; ++i) {
+        double sum = 0;
+        for (std::size_t k = 0; k < n; ++k) sum += a_.data()[k * n + i] * bm_.data()[k * n + j];
+        product_[j * n + i] = sum;
+      }
+    }
   }
 
   RunResult Run() override {
@@ -316,7 +331,20 @@ class DgemmLimitRunner : public Runner {
       calls += 16;
       seconds = watch.Seconds();
     } while (seconds < min_seconds_);
-    if (!std::isfinite(c_.data()[0])) return RunResult::Failed("DGEMM produced a non-finite value");
+    // Each call subtracted A B^T: C must be -calls A B^T. (Checking only
+    // that C is finite let a DGEMM that computed nothing, or the wrong
+    // product, report a limit.)
+    double err = 0;
+    double norm = 0;
+    for (std::size_t i = 0; i < product_.size(); ++i) {
+      const double want = -static_cast<double>(calls) * product_[i];
+      err += (c_.data()[i] - want) * (c_.data()[i] - want);
+      norm += want * want;
+    }
+    if (!(std::sqrt(err) <= 1e-8 * std::sqrt(norm))) {
+      return RunResult::Failed("DGEMM: C differs from -calls A B^T (relative error " +
+                               std::to_string(std::sqrt(err / norm)) + ")");
+    }
     const double one_core = 2.0 * b_ * b_ * static_cast<double>(b_) * calls / seconds * 1e-9;
     RunResult r;
     r.ok = true;
@@ -331,6 +359,7 @@ class DgemmLimitRunner : public Runner {
   int b_, threads_;
   double min_seconds_;
   TileMatrix a_, bm_, c_;
+  std::vector<double> product_;  // A B^T, column-major b x b
 };
 
 }  // namespace

@@ -183,7 +183,8 @@ bool SameLowerTiles(const TileMatrix& a, const TileMatrix& b);
 std::unique_ptr<Runner> MakePotrfLimitRunner(const CholeskyParams& params, int threads);
 // One thread's DGEMM C -= A B^T at b x b x b, repeated for at least
 // `min_seconds`; figures: gflops = threads x single-core GFLOP/s, and
-// gflops_one_core.
+// gflops_one_core. Checked: C must equal -calls A B^T, that product
+// computed once without the BLAS.
 std::unique_ptr<Runner> MakeDgemmLimitRunner(int b, int threads, double min_seconds);
 
 }  // namespace depengine::bench::peers

@@ -1,10 +1,15 @@
 #include "runner/bench_options.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+
+#include "runner/cases.h"
 
 namespace depengine::bench {
 namespace {
@@ -19,13 +24,25 @@ std::vector<std::string> SplitCommas(const std::string& s) {
   return parts;
 }
 
-long ParseInt(const std::string& flag, const std::string& value, long min) {
+// An int in [min, INT_MAX]: a value strtol cannot hold, or one that does
+// not fit an int, is rejected rather than wrapped (--reps=4294967297 would
+// otherwise run once, and --reps=3000000000 not at all).
+int ParseInt(const std::string& flag, const std::string& value, int min) {
   char* end = nullptr;
+  errno = 0;
   const long v = std::strtol(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || v < min) {
-    throw std::invalid_argument(flag + "=" + value + ": expected an integer >= " + std::to_string(min));
+  if (value.empty() || *end != '\0' || errno == ERANGE || v < min ||
+      v > std::numeric_limits<int>::max()) {
+    throw std::invalid_argument(flag + "=" + value + ": expected an integer from " +
+                                std::to_string(min) + " to " +
+                                std::to_string(std::numeric_limits<int>::max()));
   }
-  return v;
+  return static_cast<int>(v);
+}
+
+// A flag that takes no value must not be given one.
+void NoValue(const std::string& flag, std::size_t eq) {
+  if (eq != std::string::npos) throw std::invalid_argument(flag + " takes no value");
 }
 
 EngineKind ParseEngine(const std::string& name) {
@@ -66,37 +83,70 @@ BenchOptions ParseBenchOptions(int argc, char** argv) {
     const std::string flag = arg.substr(0, eq);
     const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
     if (flag == "--help" || flag == "-h") {
+      NoValue(flag, eq);
       o.help = true;
     } else if (flag == "--workers") {
-      o.workers = static_cast<int>(ParseInt(flag, value, 1));
+      o.workers = ParseInt(flag, value, 1);
     } else if (flag == "--reps") {
-      o.reps = static_cast<int>(ParseInt(flag, value, 1));
+      o.reps = ParseInt(flag, value, 1);
     } else if (flag == "--n-scale") {
       char* end = nullptr;
       o.n_scale = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || !(o.n_scale > 0)) {
-        throw std::invalid_argument("--n-scale=" + value + ": expected a number > 0");
+      // Every size is llround(size * X): X must keep it finite and
+      // representable (inf or 1e300 would make the sizes undefined).
+      if (value.empty() || *end != '\0' || !std::isfinite(o.n_scale) || !(o.n_scale > 0) ||
+          o.n_scale > kMaxNScale) {
+        throw std::invalid_argument("--n-scale=" + value +
+                                    ": expected a number > 0 and at most 1e9");
       }
     } else if (flag == "--only") {
       o.only = SplitCommas(value);
+      if (o.only.empty()) {
+        throw std::invalid_argument("--only: name at least one workload or case (see --help)");
+      }
+      const std::vector<std::string>& known = BenchCaseNames();
+      for (const std::string& id : o.only) {
+        if (std::find(known.begin(), known.end(), id) == known.end()) {
+          throw std::invalid_argument("--only: unknown workload or case '" + id + "' (see --help)");
+        }
+      }
     } else if (flag == "--engines") {
       o.engines.clear();
-      for (const std::string& name : SplitCommas(value)) o.engines.push_back(ParseEngine(name));
+      for (const std::string& name : SplitCommas(value)) {
+        const EngineKind kind = ParseEngine(name);
+        if (std::find(o.engines.begin(), o.engines.end(), kind) != o.engines.end()) {
+          throw std::invalid_argument("--engines: '" + name + "' names an engine already listed");
+        }
+        o.engines.push_back(kind);
+      }
       if (o.engines.empty()) throw std::invalid_argument("--engines: name at least one engine");
     } else if (flag == "--json") {
       if (value.empty()) throw std::invalid_argument("--json: expected a path");
       o.json_path = value;
     } else if (flag == "--run-timeout") {
-      o.run_timeout_s = static_cast<int>(ParseInt(flag, value, 1));
+      o.run_timeout_s = ParseInt(flag, value, 1);
     } else if (flag == "--profile") {
       if (value.empty()) throw std::invalid_argument("--profile: expected a directory");
       o.profile_dir = value;
     } else if (flag == "--no-memory") {
+      NoValue(flag, eq);
       o.memory = false;
     } else if (flag == "--probe") {
       o.probe_case = value;
     } else {
       throw std::invalid_argument("unknown flag '" + arg + "' (see --help)");
+    }
+  }
+  // MEM is a memory figure: with --no-memory, or with --profile (which
+  // profiles the timed cases), an --only that names nothing else would run
+  // nothing and pass.
+  if (!o.only.empty() && std::all_of(o.only.begin(), o.only.end(), [](const std::string& id) {
+        return id == kPendingMemoryId;
+      })) {
+    if (!o.memory) throw std::invalid_argument("--only=MEM with --no-memory selects nothing");
+    if (!o.profile_dir.empty()) {
+      throw std::invalid_argument(
+          "--only=MEM with --profile selects nothing (MEM is not profiled)");
     }
   }
   if (o.workers == 0) o.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -114,7 +164,8 @@ Flags:
   --only=IDS       comma-separated workloads (W1,W2,W3,W4,W5,BP,MEM) or cases
                    (W4.T0,W4.T1,W4.T10,W5.x1,W5.x4096,BP.W1,BP.W2)
   --engines=LIST   comma-separated: naive,pooled,per-device (default: all)
-  --n-scale=X      multiply every workload's size by X (e.g. 0.01 to try it out)
+  --n-scale=X      multiply every workload's size by X, 0 < X <= 1e9 (e.g. 0.01
+                   to try it out)
   --json=PATH      also write the results as JSON
   --no-memory      skip the memory figures (peak RSS, bytes per pending op),
                    which run each case once more in a fresh child process

@@ -29,7 +29,16 @@ struct BenchOptions {
   bool Selected(const std::string& case_id, const std::string& workload) const;
 };
 
-// Parses argv. Raises std::invalid_argument naming the bad flag.
+// The largest --n-scale: every size times it stays far below 2^53, so that
+// llround gives it exactly.
+inline constexpr double kMaxNScale = 1e9;
+
+// Parses argv. Raises std::invalid_argument naming the bad flag: an unknown
+// flag; a value out of range (an integer flag outside [its minimum,
+// INT_MAX], --n-scale not in (0, kMaxNScale]); an --only entry that is no
+// workload or case id (BenchCaseNames); an empty --only or --engines; an
+// engine named twice; a value given to --help or --no-memory; --only=MEM
+// (alone) with --no-memory or --profile, which would select nothing.
 BenchOptions ParseBenchOptions(int argc, char** argv);
 
 // The --help text.

@@ -107,6 +107,13 @@ std::vector<BenchCase> MakeBenchCases(double n_scale, const CaseFilter& wanted) 
   return cases;
 }
 
+const std::vector<std::string>& BenchCaseNames() {
+  static const std::vector<std::string> names = {
+      "W1", "W2",    "W3",       "W4", "W4.T0", "W4.T1", "W4.T10",
+      "W5", "W5.x1", "W5.x4096", "BP", "BP.W1", "BP.W2", kPendingMemoryId};
+  return names;
+}
+
 PendingMemoryParams PendingMemorySize(double n_scale) {
   PendingMemoryParams p;
   p.ops = Scaled(p.ops, n_scale);

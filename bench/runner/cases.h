@@ -36,6 +36,10 @@ std::vector<BenchCase> MakeBenchCases(double n_scale, const CaseFilter& wanted);
 
 inline constexpr std::size_t kBoundedInFlight = 1024;
 
+// Every name --only accepts: each case id MakeBenchCases makes (W1, W4.T10,
+// W5.x4096, BP.W1, ...), each workload (W1-W5, BP) and kPendingMemoryId.
+const std::vector<std::string>& BenchCaseNames();
+
 // The memory row: functions pending at once behind one blocked var.
 inline constexpr const char* kPendingMemoryId = "MEM";
 PendingMemoryParams PendingMemorySize(double n_scale);

@@ -25,6 +25,7 @@ int RunProfiled(const BenchOptions& options, std::ostream& out) {
       EngineOptions eo;
       eo.kind = kind;
       eo.cpu_worker_threads = options.workers;
+      eo.max_in_flight = c.max_in_flight;  // BP's bound, as its timed runs have it
       auto engine = CreateEngine(eo);
       SetProfiling(*engine, true);
       const WorkloadResult r = c.run(*engine);

@@ -161,6 +161,12 @@ END {
       printf "\n" > f
     }
     print ne > (dir "/scale_" sname ".count")
+    # The N of W2, the same at every point (--scale changes it): for the x label.
+    if (sname == "W2") {
+      n_text = "?"
+      for (a = 1; a <= np; a++) if (params[pts[a]] ~ /N = /) { n_text = params[pts[a]]; sub(/.*N = /, "", n_text); break }
+      print n_text > (dir "/scale_W2.n")
+    }
     close(f)
   }
 }' "$json"
@@ -171,7 +177,8 @@ set key outside right top
 set grid ytics lc rgb "#dddddd"'
 
 # ---------------------------------------------------------------- advantage
-npeers=$(wc -w < "$data/advantage.colours" 2>/dev/null || echo 0)
+npeers=0  # no peer ran (--engines named depengine only): no advantage figure
+[ -r "$data/advantage.colours" ] && npeers=$(wc -w < "$data/advantage.colours")
 if [ "$npeers" -gt 0 ]; then
   gnuplot <<EOF
 $common
@@ -231,7 +238,7 @@ for s in W1 W2; do
     xl="N, functions on one var (W1 chain)"
     ttl="W1 chain: cost per function as N grows (flat is right)"
   else
-    xl="K, vars (W2 parallel, N = 10^6 functions round robin over K vars)"
+    xl="K, vars (W2 parallel, N = $(cat "$data/scale_W2.n") functions round robin over K vars)"
     ttl="W2 parallel: cost per function as the number of vars grows"
   fi
   gnuplot <<EOF

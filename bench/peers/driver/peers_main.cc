@@ -9,17 +9,25 @@
 // engine's, taken repetition by repetition, then the median.
 //
 //   depengine-peers --out DIR [--quick] [--only=W1,W6] [--groups=table,w6,memory,scale]
+//
+// Exit status: 0 when every run passed its check (or was skipped, or has no
+// implementation on its runtime); 1 when a run failed its check or errored
+// (timed out, died) or a runtime could not start, the tables being written
+// all the same, or when --out
+// cannot be made or written; 2 on a bad flag.
 #include <unistd.h>
 
-#include <sys/stat.h>
-
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fcntl.h>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -60,24 +68,65 @@ std::vector<std::string> Split(const std::string& s) {
 }
 
 void Usage(const char* argv0) {
-  std::fprintf(stderr,
-               "usage: %s [options]\n"
-               "  --out=DIR          where peers.json and peers.md go (default peers-results)\n"
-               "  --log=FILE         the peers' own output (default DIR/peers.log)\n"
-               "  --quick            every size x 0.01 (a smoke test; the figures mean little)\n"
-               "  --scale=X          every size x X\n"
-               "  --groups=LIST      table,w6,memory,scale (default: all)\n"
-               "  --only=LIST        job ids or workloads: W1,W4.T10,W6,MEM,...\n"
-               "  --engines=LIST     engine names (default: all built); --list shows them\n"
-               "  --reps=N --warmup=N --mem-reps=N   repetitions (default 5, 1, 3)\n"
-               "  --threads=P        worker threads per engine (default: the machine's cores)\n"
-               "  --budget-s=S       scaling points: skip an engine whose run would take > S s (default 3)\n"
-               "  --timeout-s=S      give up on a run after S s (default 120)\n"
-               "  --bindir=DIR       where the peers-* executables are (default: beside this one)\n",
-               argv0);
+  std::fprintf(
+      stderr,
+      "usage: %s [options]\n"
+      "  --out=DIR          where peers.json and peers.md go (default peers-results)\n"
+      "  --log=FILE         the peers' own output (default DIR/peers.log)\n"
+      "  --quick            every size x 0.01 (a smoke test; the figures mean little)\n"
+      "  --scale=X          every size x X\n"
+      "  --groups=LIST      table,w6,memory,scale (default: all)\n"
+      "  --only=LIST        job ids or workloads: W1,W4.T10,W6,MEM,...\n"
+      "  --engines=LIST     engine names (default: all built); --list shows them\n"
+      "  --reps=N --warmup=N --mem-reps=N   repetitions (default 5, 1, 3)\n"
+      "  --threads=P        worker threads per engine (default: the machine's cores)\n"
+      "  --budget-s=S       scaling points: skip an engine whose run would take > S s (default 3)\n"
+      "  --timeout-s=S      give up on a run after S s (default 120)\n"
+      "  --bindir=DIR       where the peers-* executables are (default: beside this one)\n"
+      "exit status: 0 when every check passed, 1 when a run failed its check or errored,\n"
+      "2 on a bad flag\n",
+      argv0);
 }
 
-bool Parse(int argc, char** argv, Options* o) {
+// A bad flag: its message, for Parse to print (exit status 2).
+struct BadFlag {
+  std::string message;
+};
+
+// An int in [min, INT_MAX]; anything else (not a number, out of range, too
+// large for an int) is a BadFlag naming the flag.
+int IntFlag(const char* flag, const char* v, int min) {
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(v, &end, 10);
+  if (*v == '\0' || *end != '\0' || errno == ERANGE || n < min ||
+      n > std::numeric_limits<int>::max()) {
+    throw BadFlag{std::string(flag) + "=" + v + ": expected an integer from " +
+                  std::to_string(min) + " to " + std::to_string(std::numeric_limits<int>::max())};
+  }
+  return static_cast<int>(n);
+}
+
+// A finite number > 0 and <= max.
+double PositiveFlag(const char* flag, const char* v, double max) {
+  char* end = nullptr;
+  const double x = std::strtod(v, &end);
+  if (*v == '\0' || *end != '\0' || !std::isfinite(x) || !(x > 0) || x > max) {
+    char limit[32];
+    std::snprintf(limit, sizeof limit, "%g", max);
+    throw BadFlag{std::string(flag) + "=" + v + ": expected a number > 0 and at most " + limit};
+  }
+  return x;
+}
+
+// A comma-separated list that names at least one item.
+std::vector<std::string> ListFlag(const char* flag, const char* v) {
+  std::vector<std::string> items = Split(v);
+  if (items.empty()) throw BadFlag{std::string(flag) + ": name at least one"};
+  return items;
+}
+
+bool ParseFlags(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const auto value = [&](const char* name) -> const char* {
@@ -91,25 +140,39 @@ bool Parse(int argc, char** argv, Options* o) {
     } else if (a == "--quick") {
       o->plan.scale = 0.01;
     } else if (const char* v = value("--scale")) {
-      o->plan.scale = std::atof(v);
+      // Every size is llround(size * X): X must keep it finite and exact.
+      o->plan.scale = PositiveFlag("--scale", v, 1e9);
     } else if (const char* v = value("--groups")) {
-      o->plan.groups = Split(v);
+      o->plan.groups = ListFlag("--groups", v);
+      for (const std::string& g : o->plan.groups) {
+        if (g != "table" && g != "w6" && g != "memory" && g != "scale") {
+          throw BadFlag{"--groups: unknown group '" + g + "': expected table, w6, memory or scale"};
+        }
+      }
     } else if (const char* v = value("--only")) {
-      o->plan.only = Split(v);
+      o->plan.only = ListFlag("--only", v);  // checked against the plan in Main
     } else if (const char* v = value("--engines")) {
-      o->engines = Split(v);
+      o->engines = ListFlag("--engines", v);
+      for (const std::string& name : o->engines) {
+        const std::vector<Engine> all = AllEngines();
+        if (std::none_of(all.begin(), all.end(), [&](const Engine& e) { return e.name == name; })) {
+          throw BadFlag{"--engines: unknown engine '" + name + "' (--list shows them)"};
+        }
+      }
     } else if (const char* v = value("--reps")) {
-      o->plan.reps = std::atoi(v);
+      o->plan.reps = IntFlag("--reps", v, 1);
     } else if (const char* v = value("--warmup")) {
-      o->plan.warmup = std::atoi(v);
+      o->plan.warmup = IntFlag("--warmup", v, 0);
     } else if (const char* v = value("--mem-reps")) {
-      o->plan.mem_reps = std::atoi(v);
+      o->plan.mem_reps = IntFlag("--mem-reps", v, 1);
     } else if (const char* v = value("--threads")) {
-      o->threads = std::atoi(v);
+      o->threads = IntFlag("--threads", v, 1);
+      // The peers take 1 to 4096 (peer_server.cc); more would fail every run.
+      if (o->threads > 4096) throw BadFlag{std::string("--threads=") + v + ": at most 4096"};
     } else if (const char* v = value("--budget-s")) {
-      o->budget_s = std::atof(v);
+      o->budget_s = PositiveFlag("--budget-s", v, 1e9);
     } else if (const char* v = value("--timeout-s")) {
-      o->timeout_s = std::atof(v);
+      o->timeout_s = PositiveFlag("--timeout-s", v, 1e9);
     } else if (const char* v = value("--bindir")) {
       o->bindir = v;
     } else if (a == "--list") {
@@ -119,11 +182,26 @@ bool Parse(int argc, char** argv, Options* o) {
       return false;
     }
   }
-  if (o->plan.reps < 1 || o->plan.warmup < 0 || o->plan.mem_reps < 1 || o->plan.scale <= 0) {
-    std::fprintf(stderr, "reps, mem-reps and scale must be positive, warmup not negative\n");
+  return true;
+}
+
+// Parses the flags into *o; on a bad one prints why and returns false.
+bool Parse(int argc, char** argv, Options* o) {
+  try {
+    return ParseFlags(argc, argv, o);
+  } catch (const BadFlag& bad) {
+    std::fprintf(stderr, "depengine-peers: %s\n", bad.message.c_str());
     return false;
   }
-  return true;
+}
+
+// Whether a run's status is a failure: a failed check, a run that timed
+// out, died or answered nonsense, or a runtime that could not start
+// (peer_server.cc answers "unsupported" with "setup failed: ..."). Skipped
+// runs, and workloads a runtime has no implementation of, are not.
+bool Failed(const EngineRun& run) {
+  return run.status.rfind("check failed", 0) == 0 || run.status.rfind("error", 0) == 0 ||
+         run.status.rfind("unsupported: setup failed", 0) == 0;
 }
 
 std::string SelfDir() {
@@ -329,6 +407,11 @@ class Driver {
 int Main(int argc, char** argv) {
   Options o;
   if (!Parse(argc, argv, &o)) return 2;
+  // A peer may exit while the driver writes to it ("quit" to one that
+  // answered "unsupported" and left, "run" to one that died while stopped):
+  // the write must fail with EPIPE, not kill the driver and the whole run
+  // with SIGPIPE. The peers get the default back (child.cc).
+  std::signal(SIGPIPE, SIG_IGN);
   if (o.bindir.empty()) o.bindir = SelfDir();
   if (o.threads <= 0) o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // OpenMP ignores a task's priority clause above this limit, which is 0
@@ -339,19 +422,63 @@ int Main(int argc, char** argv) {
   std::vector<Engine> engines;
   for (const Engine& e : AllEngines()) {
     const bool built = access((o.bindir + "/" + e.exe).c_str(), X_OK) == 0;
-    const bool chosen = o.engines.empty() || std::find(o.engines.begin(), o.engines.end(), e.name) != o.engines.end();
-    if (o.list) std::printf("%-22s %-32s %s\n", e.name.c_str(), e.label.c_str(), built ? "built" : "not built");
+    const bool chosen = o.engines.empty() ||
+                        std::find(o.engines.begin(), o.engines.end(), e.name) != o.engines.end();
+    if (o.list)
+      std::printf("%-22s %-32s %s\n", e.name.c_str(), e.label.c_str(),
+                  built ? "built" : "not built");
+    if (chosen && !built && !o.engines.empty()) {
+      std::fprintf(stderr, "depengine-peers: %s is not built (no %s/%s): left out\n",
+                   e.name.c_str(), o.bindir.c_str(), e.exe.c_str());
+    }
     if (built && chosen) engines.push_back(e);
   }
   if (o.list) return 0;
   if (engines.empty()) {
-    std::fprintf(stderr, "no peer executables in %s\n", o.bindir.c_str());
+    std::fprintf(stderr, "depengine-peers: none of the engines asked for is built in %s\n",
+                 o.bindir.c_str());
     return 1;
   }
+  // Every --only entry must select something: a typo would otherwise run
+  // nothing, or less than asked, and still exit 0.
+  for (const std::string& id : o.plan.only) {
+    PlanOptions one = o.plan;
+    one.only = {id};
+    if (MakePlan(one, engines).empty()) {
+      std::fprintf(stderr,
+                   "depengine-peers: --only: '%s' selects no job of --groups on these engines "
+                   "(job ids and workloads: W1 W2 W3 W4 W4.T0 W4.T1 W4.T10 W5 W5.1 W5.4096 W6 "
+                   "W6.b128 W6.b256 MEM, and the scale.* ids in peers.json)\n",
+                   id.c_str());
+      return 2;
+    }
+  }
 
-  mkdir(o.out.c_str(), 0755);
+  const std::vector<JobSpec> plan = MakePlan(o.plan, engines);
+  if (plan.empty()) {
+    std::fprintf(stderr,
+                 "depengine-peers: nothing to run: no job of --groups has a participant among the "
+                 "engines\n");
+    return 2;
+  }
+
+  // --out may name a directory several levels down; one that cannot be made
+  // would leave the results nowhere (they used to be lost, and "wrote"
+  // printed all the same).
+  std::error_code dir_error;
+  std::filesystem::create_directories(o.out, dir_error);
+  if (dir_error) {
+    std::fprintf(stderr, "depengine-peers: cannot create --out=%s: %s\n", o.out.c_str(),
+                 dir_error.message().c_str());
+    return 1;
+  }
   const std::string log_path = o.log.empty() ? o.out + "/peers.log" : o.log;
   const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    std::fprintf(
+        stderr, "depengine-peers: cannot write the log %s (%s): the peers' output goes to stderr\n",
+        log_path.c_str(), std::strerror(errno));
+  }
 
   Report report;
   report.engines = engines;
@@ -371,24 +498,45 @@ int Main(int argc, char** argv) {
                  {"scale", std::to_string(o.plan.scale)},
                  {"loadavg_start", LoadAverage()}};
 
-  const std::vector<JobSpec> plan = MakePlan(o.plan, engines);
-  std::fprintf(stderr, "depengine-peers: %zu jobs on %zu engines, %d threads each; log in %s\n", plan.size(),
-               engines.size(), o.threads, log_path.c_str());
+  std::fprintf(stderr, "depengine-peers: %zu jobs on %zu engines, %d threads each; log in %s\n",
+               plan.size(), engines.size(), o.threads, log_path.c_str());
   const auto start = std::chrono::steady_clock::now();
   Driver driver(o, engines, log_fd);
+  bool written = false;  // whether the last write of peers.json and peers.md succeeded
   for (const JobSpec& spec : plan) {
     for (JobRun& row : driver.RunJob(spec, report)) report.jobs.push_back(std::move(row));
     // Written after every job, so that an interrupted run keeps what it has.
     report.meta["loadavg_end"] = LoadAverage();
     char wall[32];
-    std::snprintf(wall, sizeof wall, "%.0f", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    std::snprintf(wall, sizeof wall, "%.0f",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     report.meta["wall_s"] = wall;
-    WriteJson(report, o.out + "/peers.json");
-    std::ofstream(o.out + "/peers.md") << Markdown(report);
+    std::ofstream md(o.out + "/peers.md");
+    md << Markdown(report);
+    md.flush();
+    written = WriteJson(report, o.out + "/peers.json") && static_cast<bool>(md);
   }
   std::printf("%s", Markdown(report).c_str());
-  std::fprintf(stderr, "wrote %s/peers.json and %s/peers.md\n", o.out.c_str(), o.out.c_str());
   if (log_fd >= 0) close(log_fd);
+  if (!written) {
+    std::fprintf(stderr, "depengine-peers: FAILED: cannot write %s/peers.json or %s/peers.md\n",
+                 o.out.c_str(), o.out.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "wrote %s/peers.json and %s/peers.md\n", o.out.c_str(), o.out.c_str());
+  // A failed check (or a run that errored) has no figure in the tables;
+  // the exit status says so too.
+  int failures = 0;
+  for (const JobRun& job : report.jobs) {
+    for (const EngineRun& run : job.runs) failures += Failed(run) ? 1 : 0;
+  }
+  if (failures > 0) {
+    std::fprintf(stderr,
+                 "depengine-peers: FAILED: %d run(s) failed their check or errored; see \"No "
+                 "figure\" in %s/peers.md\n",
+                 failures, o.out.c_str());
+    return 1;
+  }
   return 0;
 }
 

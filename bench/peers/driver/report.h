@@ -49,7 +49,8 @@ struct Report {
 // Fills median/min/max, status and the pairwise ratios of `job`.
 void Summarize(JobRun& job);
 
-void WriteJson(const Report& report, const std::string& path);
+// Writes the JSON file; false when it cannot be written.
+bool WriteJson(const Report& report, const std::string& path);
 std::string Markdown(const Report& report);
 
 }  // namespace depengine::bench::peers
