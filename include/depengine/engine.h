@@ -282,8 +282,12 @@ struct EngineOptions {
   // DEPENGINE_CPU_WORKER_NTHREADS, DEPENGINE_CPU_PRIORITY_NTHREADS,
   // DEPENGINE_GPU_WORKER_NTHREADS, DEPENGINE_GPU_COPY_NTHREADS,
   // DEPENGINE_MAX_IN_FLIGHT, DEPENGINE_SIMULATED_GPUS, DEPENGINE_PROFILE and
-  // DEPENGINE_WATCHDOG_SECONDS. An unknown value raises
-  // std::invalid_argument naming the variable and what it accepts.
+  // DEPENGINE_WATCHDOG_SECONDS. Surrounding whitespace is ignored (except
+  // in DEPENGINE_PROFILE, a path), and a variable that is unset, empty or
+  // blank keeps its default. Counts are
+  // decimal digits with an optional leading '+', up to the field's largest
+  // value. An unknown value raises std::invalid_argument naming the variable
+  // and what it accepts (a count too large for its field: "too large").
   static EngineOptions FromEnv();
 };
 
