@@ -191,7 +191,8 @@ struct ThreadedEngine::WorkerTls {
   // Completions not yet subtracted from engine->pending_[slot]. Batching
   // them keeps the pending counters' cache line with the pushing thread.
   // Flushed every kFlushEvery, before running a block of the other
-  // generation, and whenever the queue is empty (so before sleeping).
+  // generation, and whenever the queue is empty (so before sleeping). Only
+  // completions after a body returned are batched (see FinishPending).
   std::int64_t done[2] = {0, 0};
   static constexpr std::int64_t kFlushEvery = 64;
   // Finished pushes of one prebuilt operator not yet added to its
@@ -1231,11 +1232,24 @@ void ThreadedEngine::CountPush(OprBlock* b) {
 void ThreadedEngine::FinishPending(int slot) {
   auto* w = static_cast<WorkerTls*>(tls_worker_raw);
   if (w != nullptr && w->engine == this) {
-    if (++w->done[slot] >= WorkerTls::kFlushEvery) {
-      FlushReleasedPushes(*w);
-      SubtractPending(slot, w->done[slot]);
-      w->done[slot] = 0;
+    // Batched only while the worker completes a function whose body has
+    // returned (tls_may_continue): the worker then goes back to its loop,
+    // which flushes before it runs anything of the other generation. A
+    // completion inside a running body (a callback the body calls, a kAsync
+    // function it runs inline) is counted now: batched, it would wait for
+    // that body, and so would a WaitForAll that does not wait for the body
+    // (one that started before the body's push). Hot path cost: one
+    // thread-local load.
+    if (tls_may_continue) [[likely]] {
+      if (++w->done[slot] >= WorkerTls::kFlushEvery) {
+        FlushReleasedPushes(*w);
+        SubtractPending(slot, w->done[slot]);
+        w->done[slot] = 0;
+      }
+      return;
     }
+    FlushReleasedPushes(*w);  // a WaitForAll that returns has seen deleted operators freed
+    SubtractPending(slot, 1);
     return;
   }
   // A thread outside the engine's pools (a callback's caller, or a pusher
