@@ -20,7 +20,10 @@ namespace depengine {
 // The kind of device a function runs on.
 enum class DeviceType { kCPU = 1, kGPU = 2, kCPUPinned = 3 };
 
-// Where a function runs: a device type and the device's index.
+// Where a function runs: a device type and the device's index. A call given
+// a context with a dev_id outside [0, 64), a GPU context beyond the GPUs
+// present (or EngineOptions::simulated_gpus), or a DeviceType not listed
+// here raises std::invalid_argument. CPUPinned(i) runs where CPU(i) does.
 struct Context {
   DeviceType dev_type = DeviceType::kCPU;
   int dev_id = 0;
@@ -254,9 +257,11 @@ enum class EngineKind {
 // How to build an engine; 0 means a sensible default.
 struct EngineOptions {
   EngineKind kind = EngineKind::kPerDevice;
+  // The pooled engine has one normal pool (cpu_worker_threads, for every
+  // device) and one copy pool (gpu_copy_threads); the naive engine no threads.
   int cpu_worker_threads = 0;    // per CPU device (default: hardware threads)
   int cpu_priority_threads = 0;  // CPU priority pool (default: 2, per-device only)
-  int gpu_worker_threads = 0;    // per GPU (default: 2)
+  int gpu_worker_threads = 0;    // per GPU (default: 2, per-device only)
   int gpu_copy_threads = 0;      // per GPU (default: 1)
   // Bound on pushed-but-unfinished functions; 0 = none. A function's room
   // is back before its closure is destroyed, so a destructor in the closure

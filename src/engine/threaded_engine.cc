@@ -397,8 +397,10 @@ void ThreadedEngine::CheckContext(const Context& ctx, const char* call) const {
     case DeviceType::kCPU:
     case DeviceType::kCPUPinned:
       if (ctx.dev_id < 0 || ctx.dev_id >= 64) {
-        throw std::invalid_argument(
-            Named(call, "CPU dev_id " + std::to_string(ctx.dev_id) + " is out of range [0, 64)"));
+        const char* type = ctx.dev_type == DeviceType::kCPU ? "CPU" : "CPUPinned";
+        throw std::invalid_argument(Named(call, std::string(type) + " dev_id " +
+                                                    std::to_string(ctx.dev_id) +
+                                                    " is out of range [0, 64)"));
       }
       return;
     case DeviceType::kGPU:
