@@ -960,6 +960,16 @@ void ThreadedEngine::WorkerLoop(WorkerPool& pool, int index, void* stream) {
     flush(0);
     flush(1);
     if (bounded) in_flight_.WorkerIdle(tls.in_flight);
+    // Freeing a deleted operator above destroys its closure here, outside
+    // any function; a destructor that calls a callback may ready a kAsync
+    // function that runs at once and leaves its successor as this worker's
+    // continuation. The worker is about to wait on the queue, where nothing
+    // would look at it: queue it. (Only on the queue-empty path.)
+    if (tls.continuation != nullptr) [[unlikely]] {
+      OprBlock* c = tls.continuation;
+      tls.continuation = nullptr;
+      pool.queue().Push(c);
+    }
   };
   while (OprBlock* b = pool.queue().Pop(flush_all)) {
     for (OprBlock* next = b; next != nullptr;) {
