@@ -295,6 +295,24 @@ TEST_P(BadInputTest, InvalidCpuContextIsRejected) {
   pending.Finish();
 }
 
+// The message names the context as the program wrote it: a pinned context
+// out of range is not called a CPU context.
+TEST_P(BadInputTest, InvalidPinnedContextIsNamedAsPinned) {
+  PendingWork pending(engine());
+  VarHandle v = engine().NewVariable();
+  auto noop = [](RunContext) {};
+  for (int id : {-1, 64}) {
+    EXPECT_THAT(MessageOf<std::invalid_argument>(
+                    [&] { engine().PushSync(noop, Context::CPUPinned(id), {}, {v}); }),
+                AllOf(HasSubstr("CPUPinned"), HasSubstr(std::to_string(id))))
+        << id;
+  }
+  EXPECT_THAT(
+      MessageOf<std::invalid_argument>([&] { engine().PushSync(noop, Context::CPU(64), {}, {v}); }),
+      AllOf(HasSubstr("CPU dev_id 64"), Not(HasSubstr("CPUPinned"))));
+  pending.Finish();
+}
+
 TEST_P(BadInputTest, PriorityOutOfRangeIsRejected) {
   PendingWork pending(engine());
   VarHandle v = engine().NewVariable();

@@ -118,6 +118,54 @@ TEST_P(OperatorTest, DeleteOperatorTakesEffectAfterItsPendingPushesFinish) {
   EXPECT_EQ(sentinel.use_count(), 1) << "the deleted operator's closure was never destroyed";
 }
 
+// A worker that runs out of work frees the deleted operators whose last
+// push it finished, destroying their closures there. A destructor that
+// calls a held callback readies that function's successors on the worker;
+// a kAsync one runs at once, and its own successor must still run, not be
+// kept as the next function of a worker that is about to wait for work.
+TEST_P(OperatorTest, SuccessorReadiedByAClosureDestroyedOnAWorkerThatRanOutOfWorkRuns) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine has no workers";
+  DrainGuard drain(engine());
+  VarHandle x = engine().NewVariable();
+  VarHandle y = engine().NewVariable();
+  VarHandle z = engine().NewVariable();
+  VarHandle a = engine().NewVariable();
+  CallbackOnComplete held;  // written by the async function, read after `got`
+  Event got;
+  engine().PushAsync(
+      [&](RunContext, CallbackOnComplete cb) {
+        held = cb;
+        got.Notify();
+      },
+      Context::CPU(), {}, {x});
+  ASSERT_TRUE(got.WaitFor());
+  engine().PushSync([](RunContext) {}, Context::CPU(), {x}, {y}, FnProperty::kAsync);
+  Event successor_ran;
+  engine().PushSync([&](RunContext) { successor_ran.Notify(); }, Context::CPU(), {y}, {z});
+  // Calls `held` when the operator's closure is destroyed.
+  struct CallOnDestroy {
+    explicit CallOnDestroy(CallbackOnComplete* cb) : cb(cb) {}
+    CallOnDestroy(const CallOnDestroy&) = delete;
+    CallOnDestroy& operator=(const CallOnDestroy&) = delete;
+    ~CallOnDestroy() { (*cb)(); }
+    CallbackOnComplete* cb;
+  };
+  Hold hold(engine(), {}, {a});
+  ASSERT_TRUE(hold.WaitStarted());
+  OprHandle op = engine().NewOperator(
+      [guard = std::make_shared<CallOnDestroy>(&held)](RunContext, CallbackOnComplete cb) { cb(); },
+      {}, {a});
+  engine().Push(op, Context::CPU());
+  engine().DeleteOperator(op);  // the worker that finishes the push frees the closure
+  hold.Release();
+  const bool ran = successor_ran.WaitFor();
+  EXPECT_TRUE(ran) << "the successor stayed with a worker that went to wait for work";
+  // Unsticks a stranded successor (a new push wakes its worker), so that a
+  // failure does not also hang the drain.
+  if (!ran) engine().PushSync([](RunContext) {}, Context::CPU(), {}, {});
+  engine().WaitForAll();
+}
+
 TEST_P(OperatorTest, PushAfterDeleteOperatorIsRejectedWhileTheLastPushFinishes) {
   // The rejected Push races with the operator's last pending push finishing
   // on a worker (which frees the operator): the rejection must not read the

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -142,6 +143,48 @@ TEST_F(OptionsTest, CountTooLargeForItsFieldNamesTheVariable) {
   Set("DEPENGINE_MAX_IN_FLIGHT", "99999999999999999999");
   EXPECT_THAT(MessageOf<std::invalid_argument>([] { EngineOptions::FromEnv(); }),
               HasSubstr("DEPENGINE_MAX_IN_FLIGHT"));
+}
+
+// Every value of a size_t field is accepted (max_in_flight up to SIZE_MAX),
+// and a count too large for any integer says "too large", not that it is
+// not a non-negative integer.
+TEST_F(OptionsTest, CountsAreReadUpToTheLargestValueOfTheirField) {
+  const std::string max = std::to_string(std::numeric_limits<std::size_t>::max());
+  Set("DEPENGINE_MAX_IN_FLIGHT", max.c_str());
+  EXPECT_EQ(EngineOptions::FromEnv().max_in_flight, std::numeric_limits<std::size_t>::max());
+  for (const char* name : {"DEPENGINE_CPU_WORKER_NTHREADS", "DEPENGINE_MAX_IN_FLIGHT"}) {
+    Set(name, "99999999999999999999999");
+    EXPECT_THAT(
+        MessageOf<std::invalid_argument>([] { EngineOptions::FromEnv(); }),
+        AllOf(HasSubstr(name), HasSubstr("99999999999999999999999"), HasSubstr("too large")))
+        << name;
+    unsetenv(name);
+  }
+}
+
+// Whitespace around a value is ignored on both sides alike (it was accepted
+// before a count and refused after it), a blank value is unset, and a
+// leading '+' is accepted; a sign or space inside the number is not.
+TEST_F(OptionsTest, SurroundingWhitespaceIsIgnoredOnBothSides) {
+  for (const char* v : {" 3", "3 ", "\t3\n", "+3", " +3 "}) {
+    Set("DEPENGINE_CPU_WORKER_NTHREADS", v);
+    EXPECT_EQ(EngineOptions::FromEnv().cpu_worker_threads, 3) << "'" << v << "'";
+  }
+  Set("DEPENGINE_CPU_WORKER_NTHREADS", "   ");
+  EXPECT_EQ(EngineOptions::FromEnv().cpu_worker_threads, 0) << "a blank value is unset";
+  for (const char* bad : {"3 4", "+-3", "-3", "++3", "+", "- 3"}) {
+    Set("DEPENGINE_CPU_WORKER_NTHREADS", bad);
+    EXPECT_THAT(MessageOf<std::invalid_argument>([] { EngineOptions::FromEnv(); }),
+                HasSubstr("DEPENGINE_CPU_WORKER_NTHREADS"))
+        << "'" << bad << "'";
+  }
+  unsetenv("DEPENGINE_CPU_WORKER_NTHREADS");
+  for (const char* v : {" NaiveEngine", "NaiveEngine ", "\tNaiveEngine\n"}) {
+    Set("DEPENGINE_ENGINE_TYPE", v);
+    EXPECT_EQ(EngineOptions::FromEnv().kind, EngineKind::kNaive) << "'" << v << "'";
+  }
+  Set("DEPENGINE_ENGINE_TYPE", " ");
+  EXPECT_EQ(EngineOptions::FromEnv().kind, EngineKind::kPerDevice) << "a blank value is unset";
 }
 
 TEST_F(OptionsTest, FromEnvBuildsTheEngineItNames) {

@@ -302,6 +302,73 @@ TEST_P(OrderingTest, FunctionPushedFromInsideAFunctionRunsWhileItsParentStillRun
          "return although another worker was idle";
 }
 
+// The same, one step removed: the parent runs a kAsync function inline (it
+// is ready at push), and that function's successor becomes ready while the
+// parent's body still runs. The successor must not be kept as the worker's
+// next function (a continuation), to run only once the parent returns.
+TEST_P(OrderingTest, SuccessorOfAnInlineAsyncFunctionRunsWhileTheBodyAroundItStillRuns) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine runs one function at a time, by design";
+  if (workers() < 2) GTEST_SKIP() << "parent and successor need two workers of one pool to overlap";
+  Event successor_started;
+  std::atomic<bool> parent_saw_successor{false};
+  DrainGuard drain(engine());
+  VarHandle a = engine().NewVariable();
+  VarHandle y = engine().NewVariable();
+  VarHandle z = engine().NewVariable();
+  engine().PushSync(
+      [&](RunContext) {
+        // Runs inline, inside this push, and pushes its successor (it waits
+        // for y); the successor becomes ready as the kAsync function ends.
+        engine().PushSync(
+            [&](RunContext) {
+              engine().PushSync([&](RunContext) { successor_started.Notify(); }, Context::CPU(),
+                                {y}, {z});
+            },
+            Context::CPU(), {}, {y}, FnProperty::kAsync);
+        parent_saw_successor = successor_started.WaitFor();
+      },
+      Context::CPU(), {}, {a});
+  engine().WaitForAll();
+  EXPECT_TRUE(parent_saw_successor.load())
+      << "the successor of a kAsync function run inside a running body waited for that body "
+         "to return although another worker was idle";
+}
+
+// The same when the kAsync function becomes ready inside the body because
+// the body calls the callback of the async function it waits for.
+TEST_P(OrderingTest, SuccessorOfAKAsyncFunctionReadiedByACallbackInABodyRunsWhileTheBodyRuns) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine runs one function at a time, by design";
+  if (workers() < 2) GTEST_SKIP() << "parent and successor need two workers of one pool to overlap";
+  DrainGuard drain(engine());
+  VarHandle a = engine().NewVariable();
+  VarHandle x = engine().NewVariable();
+  VarHandle y = engine().NewVariable();
+  VarHandle z = engine().NewVariable();
+  CallbackOnComplete held;  // written by the async function, read after `got`
+  Event got;
+  engine().PushAsync(
+      [&](RunContext, CallbackOnComplete cb) {
+        held = cb;
+        got.Notify();
+      },
+      Context::CPU(), {}, {x});
+  ASSERT_TRUE(got.WaitFor());
+  Event successor_started;
+  engine().PushSync([](RunContext) {}, Context::CPU(), {x}, {y}, FnProperty::kAsync);
+  engine().PushSync([&](RunContext) { successor_started.Notify(); }, Context::CPU(), {y}, {z});
+  std::atomic<bool> parent_saw_successor{false};
+  engine().PushSync(
+      [&](RunContext) {
+        held();  // runs the kAsync function here, which readies the successor
+        parent_saw_successor = successor_started.WaitFor();
+      },
+      Context::CPU(), {}, {a});
+  engine().WaitForAll();
+  EXPECT_TRUE(parent_saw_successor.load())
+      << "the successor of a kAsync function readied by a callback inside a running body "
+         "waited for that body to return although another worker was idle";
+}
+
 TEST_P(OrderingTest, SuccessorsOfOneWriterAllRunAndEachSeesIt) {
   // One writer makes many readers ready at once; with several workers they
   // spread out, and each must see the write.

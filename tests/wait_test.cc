@@ -2,9 +2,12 @@
 // before it that uses v has finished; WaitForAll once every function pushed
 // before it has. Both make what those functions wrote visible to the caller.
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <thread>
 #include <vector>
 
+#include "engine/threaded_engine.h"
 #include "engine_fixture.h"
 
 namespace depengine::test {
@@ -123,6 +126,52 @@ TEST_P(WaitTest, WaitForAllWaitsForEveryEarlierFunction) {
   EXPECT_TRUE(returned.WaitFor());
   waiter.join();
   for (int i = 0; i < kVars; ++i) EXPECT_EQ(value[i], i + 1);
+}
+
+// A function F pushed after a WaitForAll started is not waited for, even
+// when F's body finishes one of the functions the WaitForAll waits for (it
+// calls that function's callback) and then keeps running: the WaitForAll
+// returns once that function is finished, not once F's body returns. (A
+// worker kept the count of such a completion with its own, for after F.)
+TEST_P(WaitTest, WaitForAllIsNotDelayedByALaterBodyThatFinishesAnEarlierFunction) {
+  auto* internals = dynamic_cast<internal::ThreadedEngine*>(&engine());
+  ASSERT_NE(internals, nullptr);
+  DrainGuard drain(engine());
+  VarHandle x = engine().NewVariable();
+  VarHandle a = engine().NewVariable();
+  CallbackOnComplete held;  // written by the function, read after `got`
+  Event got;
+  engine().PushAsync(
+      [&](RunContext, CallbackOnComplete cb) {
+        held = cb;
+        got.Notify();
+      },
+      Context::CPU(), {}, {x});
+  ASSERT_TRUE(got.WaitFor());
+  const std::uint64_t started_before = internals->WaitForAllsStartedForTesting();
+  Event returned;
+  std::thread waiter([&] {
+    engine().WaitForAll();
+    returned.Notify();
+  });
+  // Until the WaitForAll has counted what it waits for: F, pushed next, is
+  // not part of it.
+  const auto deadline = std::chrono::steady_clock::now() + kTimeout;
+  while (internals->WaitForAllsStartedForTesting() == started_before &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_NE(internals->WaitForAllsStartedForTesting(), started_before);
+  bool saw_return = false;  // written by F, read after WaitForAll
+  engine().PushSync(
+      [&](RunContext) {
+        held();
+        saw_return = returned.WaitFor();
+      },
+      Context::CPU(), {}, {a});
+  waiter.join();
+  engine().WaitForAll();
+  EXPECT_TRUE(saw_return) << "WaitForAll waited for the body of a function pushed after it started";
 }
 
 TEST_P(WaitTest, WaitForAllSeesWorkOfFunctionsWithoutVars) {

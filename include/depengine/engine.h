@@ -20,9 +20,11 @@ namespace depengine {
 // The kind of device a function runs on.
 enum class DeviceType { kCPU = 1, kGPU = 2, kCPUPinned = 3 };
 
-// Where a function runs: a device type and the device's index. Engines
-// accept dev_id in [0, kMaxDevicesPerType) (and, for GPUs, below the number
-// of GPUs present or simulated).
+// Where a function runs: a device type and the device's index. A call given
+// a context with a dev_id outside [0, kMaxDevicesPerType), a GPU context
+// beyond the GPUs present (or EngineOptions::simulated_gpus), or a
+// DeviceType not listed here raises std::invalid_argument. CPUPinned(i) runs
+// where CPU(i) does.
 inline constexpr int kMaxDevicesPerType = 64;
 struct Context {
   DeviceType dev_type = DeviceType::kCPU;
@@ -265,9 +267,11 @@ enum class EngineKind {
 // How to build an engine; 0 means a sensible default.
 struct EngineOptions {
   EngineKind kind = EngineKind::kPerDevice;
+  // The pooled engine has one normal pool (cpu_worker_threads, for every
+  // device) and one copy pool (gpu_copy_threads); the naive engine no threads.
   int cpu_worker_threads = 0;    // per CPU device (default: hardware threads)
   int cpu_priority_threads = 0;  // CPU priority pool (default: 2, per-device only)
-  int gpu_worker_threads = 0;    // per GPU (default: 2)
+  int gpu_worker_threads = 0;    // per GPU (default: 2, per-device only)
   int gpu_copy_threads = 0;      // per GPU (default: 1)
   // Bound on pushed-but-unfinished functions; 0 = none. A function's room
   // is back before its closure is destroyed, so a destructor in the closure
@@ -293,8 +297,12 @@ struct EngineOptions {
   // DEPENGINE_CPU_WORKER_NTHREADS, DEPENGINE_CPU_PRIORITY_NTHREADS,
   // DEPENGINE_GPU_WORKER_NTHREADS, DEPENGINE_GPU_COPY_NTHREADS,
   // DEPENGINE_MAX_IN_FLIGHT, DEPENGINE_SIMULATED_GPUS, DEPENGINE_PROFILE and
-  // DEPENGINE_WATCHDOG_SECONDS. An unknown value raises
-  // std::invalid_argument naming the variable and what it accepts.
+  // DEPENGINE_WATCHDOG_SECONDS. Surrounding whitespace is ignored (except
+  // in DEPENGINE_PROFILE, a path), and a variable that is unset, empty or
+  // blank keeps its default. Counts are
+  // decimal digits with an optional leading '+', up to the field's largest
+  // value. An unknown value raises std::invalid_argument naming the variable
+  // and what it accepts (a count too large for its field: "too large").
   static EngineOptions FromEnv();
 };
 

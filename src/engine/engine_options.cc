@@ -1,7 +1,9 @@
 // EngineOptions::FromEnv: the one place that reads the environment.
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -10,24 +12,42 @@
 namespace depengine {
 namespace {
 
-// Reads a non-negative integer variable; unset or empty leaves `out` as is.
+// The value of `name` without surrounding whitespace (an exported "4 "
+// reads as "4", like " 4"); nullopt when unset, empty or blank.
+std::optional<std::string> ReadTrimmed(const char* name) {
+  const char* s = std::getenv(name);
+  if (s == nullptr) return std::nullopt;
+  std::string v = s;
+  const auto blank = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  while (!v.empty() && blank(v.back())) v.pop_back();
+  std::size_t first = 0;
+  while (first < v.size() && blank(v[first])) ++first;
+  v.erase(0, first);
+  if (v.empty()) return std::nullopt;
+  return v;
+}
+
+// Reads a non-negative decimal integer variable (an optional leading '+');
+// unset, empty or blank leaves `out` as is.
 template <class T>
 void ReadCount(const char* name, T* out) {
-  const char* s = std::getenv(name);
-  if (s == nullptr || *s == '\0') return;
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(s, &end, 10);
-  if (errno != 0 || *end != '\0' || v < 0) {
-    throw std::invalid_argument(std::string(name) + "=" + s +
-                                ": expected a non-negative integer (0 = default)");
+  const std::optional<std::string> s = ReadTrimmed(name);
+  if (!s) return;
+  const auto fail = [&](const std::string& why) {
+    throw std::invalid_argument(std::string(name) + "=" + *s + ": " + why);
+  };
+  const std::size_t digits = (*s)[0] == '+' ? 1 : 0;
+  if (digits == s->size() || s->find_first_not_of("0123456789", digits) != std::string::npos) {
+    fail("expected a non-negative integer (0 = default)");
   }
-  // Compared as unsigned: T may be wider than long long's positive range or
-  // narrower (int), and a value that does not fit must not wrap.
-  if (static_cast<unsigned long long>(v) >
-      static_cast<unsigned long long>(std::numeric_limits<T>::max())) {
-    throw std::invalid_argument(std::string(name) + "=" + s + ": too large (at most " +
-                                std::to_string(std::numeric_limits<T>::max()) + ")");
+  // Digits only: strtoull neither negates nor skips anything, and a value
+  // beyond unsigned long long is ERANGE rather than a wrapped number.
+  errno = 0;
+  const unsigned long long v = std::strtoull(s->c_str() + digits, nullptr, 10);
+  // Compared as unsigned: T may be as wide as unsigned long long (size_t)
+  // or narrower (int), and a value that does not fit must not wrap.
+  if (errno == ERANGE || v > static_cast<unsigned long long>(std::numeric_limits<T>::max())) {
+    fail("too large (at most " + std::to_string(std::numeric_limits<T>::max()) + ")");
   }
   *out = static_cast<T>(v);
 }
@@ -36,8 +56,8 @@ void ReadCount(const char* name, T* out) {
 
 EngineOptions EngineOptions::FromEnv() {
   EngineOptions o;
-  if (const char* s = std::getenv("DEPENGINE_ENGINE_TYPE"); s != nullptr && *s != '\0') {
-    const std::string type = s;
+  if (const std::optional<std::string> s = ReadTrimmed("DEPENGINE_ENGINE_TYPE")) {
+    const std::string& type = *s;
     if (type == "NaiveEngine") {
       o.kind = EngineKind::kNaive;
     } else if (type == "ThreadedEnginePooled" || type == "ThreadedEngine") {
@@ -58,11 +78,11 @@ EngineOptions EngineOptions::FromEnv() {
   ReadCount("DEPENGINE_MAX_IN_FLIGHT", &o.max_in_flight);
   ReadCount("DEPENGINE_SIMULATED_GPUS", &o.simulated_gpus);
   if (const char* s = std::getenv("DEPENGINE_PROFILE"); s != nullptr) o.profile_path = s;
-  if (const char* s = std::getenv("DEPENGINE_WATCHDOG_SECONDS"); s != nullptr && *s != '\0') {
+  if (const std::optional<std::string> s = ReadTrimmed("DEPENGINE_WATCHDOG_SECONDS")) {
     char* end = nullptr;
-    o.watchdog_seconds = std::strtod(s, &end);
+    o.watchdog_seconds = std::strtod(s->c_str(), &end);
     if (*end != '\0' || !(o.watchdog_seconds >= 0)) {
-      throw std::invalid_argument(std::string("DEPENGINE_WATCHDOG_SECONDS=") + s +
+      throw std::invalid_argument("DEPENGINE_WATCHDOG_SECONDS=" + *s +
                                   ": expected a non-negative number of seconds (0 = off)");
     }
   }

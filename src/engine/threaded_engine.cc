@@ -123,6 +123,10 @@ class RunningScope {
   RunningScope(const RunningScope&) = delete;
   RunningScope& operator=(const RunningScope&) = delete;
 
+  // Whether another function of any engine was running on this thread when
+  // this scope began (this one runs inside it).
+  bool nested() const { return saved_ != nullptr; }
+
   // Whether the calling thread is inside a function of `e`: the innermost,
   // or one that a nested scope interrupted (its saved_).
   static bool Inside(const ThreadedEngine* e) {
@@ -187,7 +191,8 @@ struct ThreadedEngine::WorkerTls {
   // Completions not yet subtracted from engine->pending_[slot]. Batching
   // them keeps the pending counters' cache line with the pushing thread.
   // Flushed every kFlushEvery, before running a block of the other
-  // generation, and whenever the queue is empty (so before sleeping).
+  // generation, and whenever the queue is empty (so before sleeping). Only
+  // completions after a body returned are batched (see FinishPending).
   std::int64_t done[2] = {0, 0};
   static constexpr std::int64_t kFlushEvery = 64;
   // Finished pushes of one prebuilt operator not yet added to its
@@ -204,10 +209,14 @@ struct ThreadedEngine::WorkerTls {
 namespace {
 thread_local void* tls_worker_raw = nullptr;  // ThreadedEngine::WorkerTls*
 
-// True only while this thread completes a function whose body has returned:
-// then a successor it makes ready may run next on this worker (a
-// continuation). A function pushed from inside a running body must not: it
-// would wait for the body to return while another worker may be idle.
+// True only while this thread completes a function whose body has returned
+// and that no other body on this thread surrounds: then a successor it makes
+// ready may run next on this worker (a continuation). A function pushed from
+// inside a running body must not: it would wait for the body to return while
+// another worker may be idle. Nor may the successor of a kAsync function run
+// inline inside a running body (ready at that body's push, or made ready by
+// a callback it calls): the worker would hold it until the outer body
+// returns.
 thread_local bool tls_may_continue = false;
 
 // The async function this thread is running, while its body runs. A
@@ -225,20 +234,28 @@ thread_local InlineCompletion* tls_inline_completion = nullptr;
 
 class ContinuationGate {
  public:
-  ContinuationGate() : saved_(tls_may_continue) { tls_may_continue = false; }
+  // `nested`: this function runs inside another function's execution on
+  // this thread (RunningScope had an outer scope). Its completion may allow
+  // continuations only if the surrounding one was completing already (its
+  // body had returned): not from inside a running body. No extra memory
+  // access: both flags are already in registers (saved_ is loaded anyway).
+  explicit ContinuationGate(bool nested) : saved_(tls_may_continue), allow_(saved_ || !nested) {
+    tls_may_continue = false;
+  }
   ~ContinuationGate() { tls_may_continue = saved_; }
   ContinuationGate(const ContinuationGate&) = delete;
   ContinuationGate& operator=(const ContinuationGate&) = delete;
-  // Completes with continuations allowed.
+  // Completes with continuations allowed, unless nested in a running body.
   template <class F>
-  static void Completing(F&& complete) {
-    tls_may_continue = true;
+  void Completing(F&& complete) const {
+    tls_may_continue = allow_;
     complete();
     tls_may_continue = false;
   }
 
  private:
-  bool saved_;
+  const bool saved_;
+  const bool allow_;
 };
 }  // namespace
 
@@ -380,7 +397,9 @@ void ThreadedEngine::CheckContext(const Context& ctx, const char* call) const {
     case DeviceType::kCPU:
     case DeviceType::kCPUPinned:
       if (ctx.dev_id < 0 || ctx.dev_id >= kMaxDevicesPerType) {
-        throw std::invalid_argument(Named(call, "CPU dev_id " + std::to_string(ctx.dev_id) +
+        const char* type = ctx.dev_type == DeviceType::kCPU ? "CPU" : "CPUPinned";
+        throw std::invalid_argument(Named(call, std::string(type) + " dev_id " +
+                                                    std::to_string(ctx.dev_id) +
                                                     " is out of range [0, " +
                                                     std::to_string(kMaxDevicesPerType) + ")"));
       }
@@ -943,6 +962,16 @@ void ThreadedEngine::WorkerLoop(WorkerPool& pool, int index, void* stream) {
     flush(0);
     flush(1);
     if (bounded) in_flight_.WorkerIdle(tls.in_flight);
+    // Freeing a deleted operator above destroys its closure here, outside
+    // any function; a destructor that calls a callback may ready a kAsync
+    // function that runs at once and leaves its successor as this worker's
+    // continuation. The worker is about to wait on the queue, where nothing
+    // would look at it: queue it. (Only on the queue-empty path.)
+    if (tls.continuation != nullptr) [[unlikely]] {
+      OprBlock* c = tls.continuation;
+      tls.continuation = nullptr;
+      pool.queue().Push(c);
+    }
   };
   while (OprBlock* b = pool.queue().Pop(flush_all)) {
     for (OprBlock* next = b; next != nullptr;) {
@@ -961,7 +990,7 @@ void ThreadedEngine::WorkerLoop(WorkerPool& pool, int index, void* stream) {
 
 void ThreadedEngine::Execute(OprBlock* b, void* stream) {
   RunningScope scope(this);
-  ContinuationGate gate;
+  ContinuationGate gate(scope.nested());
   const RunContext rctx{b->ctx, stream};
   if (b->profile != nullptr) {
     auto* w = static_cast<WorkerTls*>(tls_worker_raw);
@@ -976,7 +1005,7 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
     if (FailurePtr f = FindFailure(b)) {
       if (b->profile != nullptr) b->profile->skipped = true;
       b->finish_refs.store(1, std::memory_order_relaxed);
-      ContinuationGate::Completing([&] { Complete(b, f); });  // skipped: passes the failure on
+      gate.Completing([&] { Complete(b, f); });  // skipped: passes the failure on
       return;
     }
   }
@@ -992,7 +1021,7 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
       if (b->profile != nullptr) b->profile->failed = true;
     }
     FailurePtr failure = error ? RecordFailure(error) : nullptr;
-    ContinuationGate::Completing([&] { Complete(b, failure); });
+    gate.Completing([&] { Complete(b, failure); });
     return;
   }
   const AsyncFn& async = b->prebuilt != nullptr ? b->prebuilt->async_fn : *b->async_fn();
@@ -1014,7 +1043,7 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
     std::uint32_t expected = ticket;
     if (b->ticket.compare_exchange_strong(expected, ticket + 1, std::memory_order_acq_rel)) {
       FailurePtr failure = RecordFailure(error);
-      ContinuationGate::Completing([&] { Complete(b, failure); });
+      gate.Completing([&] { Complete(b, failure); });
     } else if (inline_completion.claimed) {
       // The callback was called from inside this body, so the function
       // finishes only now, below: what it throws fails its vars. An error
@@ -1035,7 +1064,7 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
     // Nobody else holds the block: the callback only recorded the finish.
     b->finish_refs.store(1, std::memory_order_relaxed);
     FailurePtr failure = inline_completion.error ? RecordFailure(inline_completion.error) : nullptr;
-    ContinuationGate::Completing([&] { Complete(b, failure); });
+    gate.Completing([&] { Complete(b, failure); });
     return;
   }
   ReleaseExecution(b);
@@ -1217,11 +1246,24 @@ void ThreadedEngine::CountPush(OprBlock* b) {
 void ThreadedEngine::FinishPending(int slot) {
   auto* w = static_cast<WorkerTls*>(tls_worker_raw);
   if (w != nullptr && w->engine == this) {
-    if (++w->done[slot] >= WorkerTls::kFlushEvery) {
-      FlushReleasedPushes(*w);
-      SubtractPending(slot, w->done[slot]);
-      w->done[slot] = 0;
+    // Batched only while the worker completes a function whose body has
+    // returned (tls_may_continue): the worker then goes back to its loop,
+    // which flushes before it runs anything of the other generation. A
+    // completion inside a running body (a callback the body calls, a kAsync
+    // function it runs inline) is counted now: batched, it would wait for
+    // that body, and so would a WaitForAll that does not wait for the body
+    // (one that started before the body's push). Hot path cost: one
+    // thread-local load.
+    if (tls_may_continue) [[likely]] {
+      if (++w->done[slot] >= WorkerTls::kFlushEvery) {
+        FlushReleasedPushes(*w);
+        SubtractPending(slot, w->done[slot]);
+        w->done[slot] = 0;
+      }
+      return;
     }
+    FlushReleasedPushes(*w);  // a WaitForAll that returns has seen deleted operators freed
+    SubtractPending(slot, 1);
     return;
   }
   // A thread outside the engine's pools (a callback's caller, or a pusher

@@ -92,6 +92,12 @@ class ThreadedEngine : public Engine {
   bool MayHaveFailedVars() const { return failed_var_count_.load(std::memory_order_acquire) > 0; }
   void PushClearFailures(Context ctx, const std::vector<VarHandle>& vars);
 
+  // For tests: WaitForAll calls (and Drain rounds) that have started, each
+  // counting only the functions pushed before it (see generation_).
+  std::uint64_t WaitForAllsStartedForTesting() const {
+    return generation_.load(std::memory_order_seq_cst);
+  }
+
   void SetProfileAll(bool on) { profile_all_.store(on, std::memory_order_relaxed); }
   bool ProfileAll() const { return profile_all_.load(std::memory_order_relaxed); }
 
