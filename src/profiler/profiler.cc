@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <iomanip>
+#include <locale>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -150,11 +151,16 @@ std::string VarList(const std::vector<std::uint64_t>& ids) {
   return out + "]";
 }
 
-// Microseconds with ns precision, as the trace format expects.
+// Microseconds with ns precision, as the trace format expects. Integer
+// arithmetic, not printf's %f: the C locale's decimal point (LC_NUMERIC, set
+// by a program's setlocale) would otherwise turn "1.500" into "1,500".
 std::string Us(std::int64_t ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns) / 1000.0);
-  return buf;
+  const bool negative = ns < 0;
+  const std::uint64_t mag =
+      negative ? std::uint64_t{0} - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
+  char frac[4] = {static_cast<char>('0' + mag % 1000 / 100),
+                  static_cast<char>('0' + mag % 100 / 10), static_cast<char>('0' + mag % 10), '\0'};
+  return (negative ? "-" : "") + std::to_string(mag / 1000) + "." + frac;
 }
 
 // Flushes and closes `out` and raises when anything could not be written: a
@@ -391,6 +397,7 @@ void Profiler::WriteTrace(const std::string& path) {
   }
   std::ofstream out(path);
   if (!out) throw std::runtime_error("DumpProfile: cannot write " + path);
+  out.imbue(std::locale::classic());  // numbers as JSON spells them, whatever the global locale
   out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
   bool first = true;
   auto emit = [&](const std::string& ev) {
@@ -408,6 +415,7 @@ void Profiler::WriteTrace(const std::string& path) {
   for (const ProfileRecord* r : records) by_seq[r->seq] = r;
   for (const ProfileRecord* r : records) {
     std::ostringstream ev;
+    ev.imbue(std::locale::classic());
     ev << "{\"ph\":\"X\",\"pid\":1,\"tid\":" << r->row << ",\"name\":" << JsonString(r->name)
        << ",\"cat\":\"function\",\"ts\":" << Us(r->start_ns - origin_ns_)
        << ",\"dur\":" << Us(r->end_ns - r->start_ns) << ",\"args\":{\"seq\":" << r->seq
@@ -499,6 +507,7 @@ void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {
   if (json_path.empty()) return;
   std::ofstream out(json_path);
   if (!out) throw std::runtime_error("DumpProfileStats: cannot write " + json_path);
+  out.imbue(std::locale::classic());  // numbers as JSON spells them, whatever the global locale
   out << "{\"unit\":\"us\",\"functions\":[\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
@@ -572,12 +581,14 @@ void Profiler::WriteGraph(const std::string& path) {
 
   std::ofstream out(path);
   if (!out) throw std::runtime_error("DumpDependencyGraph: cannot write " + path);
+  out.imbue(std::locale::classic());  // node ids and numbers, whatever the global locale
   out << "digraph depengine {\n  rankdir=TB;\n  node [shape=box, fontname=\"Helvetica\"];\n";
   out << "  label=\"critical path: " << std::fixed << std::setprecision(3)
       << (end >= 0 ? dist[static_cast<std::size_t>(end)] : 0.0) << " us (red)\";\n";
   for (std::size_t i = 0; i < records.size(); ++i) {
     const ProfileRecord* r = records[i];
     std::ostringstream label;
+    label.imbue(std::locale::classic());
     label << r->name << "\n#" << r->seq << " " << Us(r->end_ns - r->start_ns) << " us";
     out << "  f" << r->seq << " [label=" << JsonString(label.str())
         << (on_path[i] ? ", color=red, penwidth=2" : "")

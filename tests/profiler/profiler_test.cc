@@ -700,6 +700,80 @@ TEST_P(ProfilerTest, TraceToSvgGivesWellFormedSvg) {
 #endif
 }
 
+// A locale whose numbers JSON and DOT do not accept: ',' as the decimal point
+// and '.' between groups of three digits (as de_DE spells them).
+struct CommaDecimals : std::numpunct<char> {
+  char do_decimal_point() const override { return ','; }
+  char do_thousands_sep() const override { return '.'; }
+  std::string do_grouping() const override { return "\3"; }
+};
+
+// Sets the global locale for its scope.
+class GlobalLocale {
+ public:
+  explicit GlobalLocale(const std::locale& l) : old_(std::locale::global(l)) {}
+  ~GlobalLocale() { std::locale::global(old_); }
+  GlobalLocale(const GlobalLocale&) = delete;
+  GlobalLocale& operator=(const GlobalLocale&) = delete;
+
+ private:
+  const std::locale old_;
+};
+
+// Bug: the streams the dumps write with took the program's global locale, so
+// a program that had set one wrote "seq":1.000 for 1000 in the trace (valid
+// JSON, wrong number), "count":1.100 and "total":5,204 in the stats JSON
+// (invalid) and node ids "f1.000" in the graph.
+TEST_P(ProfilerTest, OutputsIgnoreTheGlobalLocale) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  constexpr int kFunctions = 1100;  // seqs past 999, which the locale groups
+  for (int i = 0; i < kFunctions; ++i) {
+    e->PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kNormal, 0, "f");
+  }
+  e->WaitForAll();
+  const std::string trace_path = TempPath("locale.json"),
+                    stats_path = TempPath("locale_stats.json"), graph_path = TempPath("locale.dot");
+  {
+    GlobalLocale comma(std::locale(std::locale::classic(), new CommaDecimals));
+    DumpProfile(*e, trace_path);
+    std::ostringstream table;
+    DumpProfileStats(*e, table, stats_path);
+    DumpDependencyGraph(*e, graph_path);
+  }
+  json trace;
+  ASSERT_NO_THROW(trace = json::parse(ReadFile(trace_path)));
+  std::set<std::uint64_t> seqs;
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] != "X") continue;
+    ASSERT_TRUE(ev["args"]["seq"].is_number_unsigned()) << ev.dump();
+    seqs.insert(ev["args"]["seq"].get<std::uint64_t>());
+  }
+  ASSERT_EQ(seqs.size(), static_cast<std::size_t>(kFunctions));
+  EXPECT_EQ(*seqs.rbegin() - *seqs.begin(), static_cast<std::uint64_t>(kFunctions - 1));
+  json stats;
+  ASSERT_NO_THROW(stats = json::parse(ReadFile(stats_path)));
+  ASSERT_EQ(stats["functions"].size(), 1u);
+  EXPECT_EQ(stats["functions"][0]["count"], kFunctions);
+  // Every node: f<seq> with the seq as digits only.
+  const std::string dot = ReadFile(graph_path);
+  const std::regex node("^  f([0-9]+) \\[label=\"f\\\\n#([0-9]+) [0-9]+\\.[0-9]{3} us\"");
+  std::size_t nodes = 0;
+  std::istringstream lines(dot);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("[label=") == std::string::npos || line.find("->") != std::string::npos) continue;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(line, m, node)) << line;
+    EXPECT_EQ(m[1], m[2]) << line;
+    ++nodes;
+  }
+  EXPECT_EQ(nodes, static_cast<std::size_t>(kFunctions));
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  for (const std::string& path : {trace_path, stats_path, graph_path}) std::remove(path.c_str());
+}
+
 INSTANTIATE_TEST_SUITE_P(AllEngines, ProfilerTest,
                          ::testing::Values(EngineKind::kNaive, EngineKind::kPooled,
                                            EngineKind::kPerDevice),
