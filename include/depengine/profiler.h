@@ -36,8 +36,8 @@ void DumpProfile(Engine& engine, const std::string& path);
 // Markdown table to `table` (in decimal, 3 decimals; the stream's format
 // flags and precision are left as they were; a '|' in a name is written
 // "\|" and a line break as a space) and, when `json_path` is not empty, the
-// same as JSON. Raises std::runtime_error when the JSON file cannot be
-// written.
+// same as JSON (the same numbers, 3 decimals). Raises std::runtime_error
+// when the JSON file cannot be written.
 void DumpProfileStats(Engine& engine, std::ostream& table, const std::string& json_path = "");
 
 // The dependency graph of the recorded functions, in push order: nodes are

@@ -507,7 +507,11 @@ void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {
   if (json_path.empty()) return;
   std::ofstream out(json_path);
   if (!out) throw std::runtime_error("DumpProfileStats: cannot write " + json_path);
-  out.imbue(std::locale::classic());  // numbers as JSON spells them, whatever the global locale
+  // The table's numbers (3 decimals: the recorded ns), spelled as JSON
+  // spells them whatever the global locale. The default 6 significant digits
+  // wrote a 1234.567 us total as 1234.57, and 1.2 s as 1.20001e+06.
+  out.imbue(std::locale::classic());
+  out << std::fixed << std::setprecision(3);
   out << "{\"unit\":\"us\",\"functions\":[\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];

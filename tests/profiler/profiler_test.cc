@@ -774,6 +774,57 @@ TEST_P(ProfilerTest, OutputsIgnoreTheGlobalLocale) {
   for (const std::string& path : {trace_path, stats_path, graph_path}) std::remove(path.c_str());
 }
 
+// Bug: the stats JSON wrote its numbers with the stream's default 6
+// significant digits, so it did not hold the table's numbers ("the same as
+// JSON"): a 10234.567 us total came out as 10234.6, 1.2 s as 1.20001e+06.
+TEST_P(ProfilerTest, StatsJsonHoldsTheTablesNumbers) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  // Run times of more than 10 ms: 8 digits or more at the table's 3 decimals.
+  for (const char* name : {"slow a", "slow b", "slow c"}) {
+    e->PushSync([](RunContext) { std::this_thread::sleep_for(std::chrono::milliseconds(10)); },
+                Context::CPU(), {}, {v}, FnProperty::kNormal, 0, name);
+  }
+  e->WaitForAll();
+  std::ostringstream table;
+  const std::string path = TempPath("stats_digits.json");
+  DumpProfileStats(*e, table, path);
+  const json stats = ReadJson(path);
+  std::map<std::string, const json*> by_name;
+  for (const json& f : stats["functions"]) by_name[f["name"].get<std::string>()] = &f;
+  std::istringstream lines(table.str());
+  std::string line;
+  std::getline(lines, line);  // header
+  std::getline(lines, line);  // rule
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> cells;
+    std::istringstream row(line.substr(1));
+    for (std::string cell; std::getline(row, cell, '|');)
+      cells.push_back(cell.substr(1, cell.size() - 2));
+    ASSERT_EQ(cells.size(), 11u) << line;
+    ASSERT_EQ(by_name.count(cells[0]), 1u) << cells[0];
+    const json& f = *by_name[cells[0]];
+    EXPECT_EQ(std::to_string(f["count"].get<int>()), cells[1]);
+    const json numbers[] = {f["run"]["total"],      f["run"]["mean"],       f["run"]["p50"],
+                            f["run"]["p99"],        f["run"]["max"],        f["queue_wait"]["mean"],
+                            f["queue_wait"]["p50"], f["queue_wait"]["p99"], f["queue_wait"]["max"]};
+    for (int k = 0; k < 9; ++k) {
+      // The table's cell, read as JSON, is the JSON's number.
+      EXPECT_EQ(json::parse(cells[static_cast<std::size_t>(k + 2)]), numbers[k])
+          << cells[0] << " column " << k + 2 << ": table " << cells[static_cast<std::size_t>(k + 2)]
+          << ", JSON " << numbers[k];
+    }
+    EXPECT_GE(f["run"]["total"].get<double>(), 10000.0);
+    ++rows;
+  }
+  EXPECT_EQ(rows, 3);
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(path.c_str());
+}
+
 INSTANTIATE_TEST_SUITE_P(AllEngines, ProfilerTest,
                          ::testing::Values(EngineKind::kNaive, EngineKind::kPooled,
                                            EngineKind::kPerDevice),
