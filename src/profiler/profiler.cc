@@ -81,6 +81,18 @@ std::size_t Utf8SequenceAt(const std::string& s, std::size_t i, std::size_t* bad
   return n;
 }
 
+// Appends the UTF-8 sequence at s[i] (a byte >= 0x80) to `out`, or U+FFFD
+// when it is not valid; returns the index after what it consumed.
+std::size_t AppendUtf8At(const std::string& s, std::size_t i, std::string* out) {
+  std::size_t bad = 0;
+  if (const std::size_t n = Utf8SequenceAt(s, i, &bad); n > 0) {
+    out->append(s, i, n);
+    return i + n;
+  }
+  *out += "\xef\xbf\xbd";  // U+FFFD REPLACEMENT CHARACTER
+  return i + bad;
+}
+
 // A JSON string literal of `s`. Bytes that are not valid UTF-8 become U+FFFD,
 // so the output is valid JSON (and UTF-8) whatever the name holds.
 std::string JsonString(const std::string& s) {
@@ -89,14 +101,7 @@ std::string JsonString(const std::string& s) {
     const char c = s[i];
     const auto u = static_cast<unsigned char>(c);
     if (u >= 0x80) {
-      std::size_t bad = 0;
-      if (const std::size_t n = Utf8SequenceAt(s, i, &bad); n > 0) {
-        out.append(s, i, n);
-        i += n;
-      } else {
-        out += "\xef\xbf\xbd";  // U+FFFD REPLACEMENT CHARACTER
-        i += bad;
-      }
+      i = AppendUtf8At(s, i, &out);
       continue;
     }
     ++i;
@@ -132,6 +137,37 @@ std::string MarkdownCell(const std::string& s) {
     if (c == '|') {
       out += "\\|";
     } else if (c == '\n' || c == '\r') {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// `s` as the text of a Graphviz label inside a quoted string. There a
+// backslash starts an escape (\n a line break, \N the node's name; an
+// unknown one is dropped), so a JSON string literal is not one: "\u0009"
+// showed as "u0009". '"' and '\' are escaped, a line break is written \n,
+// other control characters become a space, and bytes that are not valid
+// UTF-8 become U+FFFD, as in the JSON outputs (Graphviz reads UTF-8).
+std::string DotLabelText(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    const char c = s[i];
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80) {
+      i = AppendUtf8At(s, i, &out);
+      continue;
+    }
+    ++i;
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (u < 0x20 || u == 0x7f) {
       out += ' ';
     } else {
       out += c;
@@ -591,11 +627,8 @@ void Profiler::WriteGraph(const std::string& path) {
       << (end >= 0 ? dist[static_cast<std::size_t>(end)] : 0.0) << " us (red)\";\n";
   for (std::size_t i = 0; i < records.size(); ++i) {
     const ProfileRecord* r = records[i];
-    std::ostringstream label;
-    label.imbue(std::locale::classic());
-    label << r->name << "\n#" << r->seq << " " << Us(r->end_ns - r->start_ns) << " us";
-    out << "  f" << r->seq << " [label=" << JsonString(label.str())
-        << (on_path[i] ? ", color=red, penwidth=2" : "")
+    out << "  f" << r->seq << " [label=\"" << DotLabelText(r->name) << "\\n#" << r->seq << " "
+        << Us(r->end_ns - r->start_ns) << " us\"" << (on_path[i] ? ", color=red, penwidth=2" : "")
         << (r->failed || r->skipped ? ", style=dashed" : "") << "];\n";
   }
   for (const Edge& e : edges) {

@@ -825,6 +825,60 @@ TEST_P(ProfilerTest, StatsJsonHoldsTheTablesNumbers) {
   std::remove(path.c_str());
 }
 
+// The text of a Graphviz quoted label, as Graphviz reads it: a backslash
+// before '"' or before a backslash stands for that character, \n (and \l,
+// \r) for a line break, and a backslash before anything else is dropped.
+std::string DotLabelAsShown(const std::string& quoted) {
+  std::string out;
+  for (std::size_t i = 0; i < quoted.size(); ++i) {
+    if (quoted[i] != '\\' || i + 1 == quoted.size()) {
+      out += quoted[i];
+      continue;
+    }
+    const char next = quoted[++i];
+    out += next == 'n' || next == 'l' || next == 'r' ? '\n' : next;
+  }
+  return out;
+}
+
+// Bug: the graph's node labels were JSON string literals, which Graphviz
+// does not read as JSON: a tab or another control character (JSON's
+// "\u0009") showed as "u0009" in the rendered label.
+TEST_P(ProfilerTest, GraphLabelsShowTheNames) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  const std::pair<const char*, const char*> names[] = {
+      {"tab\there", "tab here"}, {"ctl\x01\x1f\x7f", "ctl   "},
+      {"cr\rx", "cr x"},         {"two\nlines", "two\nlines"},
+      {"q\"uote", "q\"uote"},    {"back\\slash", "back\\slash"},
+      {"ends\\", "ends\\"},      {"\\n", "\\n"},
+      {"bad\xff", "bad\uFFFD"},  {"caf\xc3\xa9", "caf\xc3\xa9"}};
+  for (const auto& [name, shown] : names) {
+    e->PushSync([](RunContext) {}, Context::CPU(), {v}, {}, FnProperty::kNormal, 0, name);
+  }
+  e->WaitForAll();
+  const std::string path = TempPath("labels.dot");
+  DumpDependencyGraph(*e, path);
+  const std::string dot = ReadFile(path);
+  // A node's label: its name, then "\n#<seq> <time> us".
+  const std::regex node("\\n  f[0-9]+ \\[label=\"((?:[^\"\\\\]|\\\\.)*)\\\\n#[0-9]+ [0-9.]+ us\"");
+  std::multiset<std::string> got, want;
+  for (auto it = std::sregex_iterator(dot.begin(), dot.end(), node); it != std::sregex_iterator();
+       ++it) {
+    got.insert(DotLabelAsShown((*it)[1]));
+  }
+  for (const auto& [name, shown] : names) want.insert(shown);
+  EXPECT_EQ(got, want) << dot;
+#ifdef DEPENGINE_DOT
+  const std::string cmd = std::string(DEPENGINE_DOT) + " -Tsvg " + path + " -o /dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+#endif
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(path.c_str());
+}
+
 INSTANTIATE_TEST_SUITE_P(AllEngines, ProfilerTest,
                          ::testing::Values(EngineKind::kNaive, EngineKind::kPooled,
                                            EngineKind::kPerDevice),
