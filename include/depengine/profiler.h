@@ -5,7 +5,8 @@
 // Recording is per engine. It covers every function while turned on with
 // SetProfiling (or for every engine made from EngineOptions::FromEnv() when
 // DEPENGINE_PROFILE=path.json is set: the trace is written to that path when
-// the engine is destroyed, at process exit for Engine::Get()), and the single
+// the engine is destroyed, at process exit for Engine::Get(); engines that
+// share the path share the file, one trace process each), and the single
 // pushes made with Push(..., profiling = true). Workers record into
 // per-thread buffers; nothing is locked on the hot path. When off, the cost
 // is one relaxed load per push.

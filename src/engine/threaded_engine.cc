@@ -288,7 +288,7 @@ ThreadedEngine::~ThreadedEngine() {
   // final. Then free what the program left alive.
   if (!options_.profile_path.empty()) {
     try {
-      profiler_->WriteTrace(options_.profile_path);
+      profiler_->WriteTraceAtDestruction(options_.profile_path);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "depengine: DEPENGINE_PROFILE: %s\n", e.what());
     }

@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <locale>
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <unordered_map>
 
 #include "tracker/opr_block.h"
@@ -201,7 +203,8 @@ std::string Us(std::int64_t ns) {
 
 // Flushes and closes `out` and raises when anything could not be written: a
 // small file's ENOSPC (or EIO) shows only here, when the buffer is written.
-void CloseOrThrow(std::ofstream& out, const char* call, const std::string& path) {
+template <typename FileStream>
+void CloseOrThrow(FileStream& out, const char* call, const std::string& path) {
   errno = 0;
   out.flush();
   out.close();
@@ -279,7 +282,16 @@ struct Profiler::Buffer {
   }
 };
 
-Profiler::Profiler() : id_(g_next_profiler_id.fetch_add(1)), origin_ns_(NowNs()) {}
+namespace {
+// One time origin for every engine's trace, so that the traces of several
+// engines written to one file (WriteTraceAtDestruction) line up.
+std::int64_t ProcessOriginNs() {
+  static const std::int64_t origin = NowNs();
+  return origin;
+}
+}  // namespace
+
+Profiler::Profiler() : id_(g_next_profiler_id.fetch_add(1)), origin_ns_(ProcessOriginNs()) {}
 Profiler::~Profiler() = default;
 
 namespace {
@@ -424,27 +436,25 @@ void Profiler::Clear() {
 
 std::size_t Profiler::Count() { return Snapshot().size(); }
 
-void Profiler::WriteTrace(const std::string& path) {
+void Profiler::WriteTraceEvents(std::ostream& out, int pid, const std::string& process_name,
+                                bool first) {
   const auto records = Snapshot();
   std::vector<std::string> rows;
   {
     std::lock_guard<std::mutex> lock(mu_);
     rows = rows_;
   }
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("DumpProfile: cannot write " + path);
-  out.imbue(std::locale::classic());  // numbers as JSON spells them, whatever the global locale
-  out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
-  bool first = true;
+  const std::string p = std::to_string(pid);
   auto emit = [&](const std::string& ev) {
     out << (first ? "" : ",\n") << ev;
     first = false;
   };
-  emit("{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"depengine\"}}");
+  emit("{\"ph\":\"M\",\"pid\":" + p +
+       ",\"name\":\"process_name\",\"args\":{\"name\":" + JsonString(process_name) + "}}");
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    emit("{\"ph\":\"M\",\"pid\":1,\"tid\":" + std::to_string(i) +
+    emit("{\"ph\":\"M\",\"pid\":" + p + ",\"tid\":" + std::to_string(i) +
          ",\"name\":\"thread_name\",\"args\":{\"name\":" + JsonString(rows[i]) + "}}");
-    emit("{\"ph\":\"M\",\"pid\":1,\"tid\":" + std::to_string(i) +
+    emit("{\"ph\":\"M\",\"pid\":" + p + ",\"tid\":" + std::to_string(i) +
          ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":" + std::to_string(i) + "}}");
   }
   std::unordered_map<std::uint64_t, const ProfileRecord*> by_seq;
@@ -452,7 +462,8 @@ void Profiler::WriteTrace(const std::string& path) {
   for (const ProfileRecord* r : records) {
     std::ostringstream ev;
     ev.imbue(std::locale::classic());
-    ev << "{\"ph\":\"X\",\"pid\":1,\"tid\":" << r->row << ",\"name\":" << JsonString(r->name)
+    ev << "{\"ph\":\"X\",\"pid\":" << p << ",\"tid\":" << r->row
+       << ",\"name\":" << JsonString(r->name)
        << ",\"cat\":\"function\",\"ts\":" << Us(r->start_ns - origin_ns_)
        << ",\"dur\":" << Us(r->end_ns - r->start_ns) << ",\"args\":{\"seq\":" << r->seq
        << ",\"reads\":" << VarList(r->reads) << ",\"writes\":" << VarList(r->writes)
@@ -462,36 +473,83 @@ void Profiler::WriteTrace(const std::string& path) {
        << ",\"dependency_wait_us\":" << Us(r->ready_ns - r->push_ns)
        << (r->failed ? ",\"failed\":true" : "") << (r->skipped ? ",\"skipped\":true" : "") << "}}";
     emit(ev.str());
-    emit("{\"ph\":\"C\",\"pid\":1,\"name\":\"pending functions\",\"ts\":" +
-         Us(r->start_ns - origin_ns_) +
+    emit("{\"ph\":\"C\",\"pid\":" + p +
+         ",\"name\":\"pending functions\",\"ts\":" + Us(r->start_ns - origin_ns_) +
          ",\"args\":{\"pending\":" + std::to_string(r->pending_at_start) + "}}");
     if (!r->queue_name.empty() && r->queue_depth_at_start >= 0) {
-      emit("{\"ph\":\"C\",\"pid\":1,\"name\":" + JsonString("queue depth " + r->queue_name) +
-           ",\"ts\":" + Us(r->start_ns - origin_ns_) +
+      emit("{\"ph\":\"C\",\"pid\":" + p + ",\"name\":" +
+           JsonString("queue depth " + r->queue_name) + ",\"ts\":" + Us(r->start_ns - origin_ns_) +
            ",\"args\":{\"depth\":" + std::to_string(r->queue_depth_at_start) + "}}");
     }
   }
   // Flow arrows: from a function's end to the start of each function it
-  // released.
-  std::uint64_t flow_id = 0;
+  // released. Flow ids are file-wide: each process numbers its own from
+  // (pid - 1) << 32 (exact in a JSON reader's double).
+  std::uint64_t flow_id = static_cast<std::uint64_t>(pid - 1) << 32;
   for (const ProfileRecord* r : records) {
     for (const auto& [to_seq, var] : r->released) {
       auto it = by_seq.find(to_seq);
       if (it == by_seq.end()) continue;
       const ProfileRecord* to = it->second;
       ++flow_id;
-      emit("{\"ph\":\"s\",\"pid\":1,\"tid\":" + std::to_string(r->row) + ",\"id\":" +
+      emit("{\"ph\":\"s\",\"pid\":" + p + ",\"tid\":" + std::to_string(r->row) + ",\"id\":" +
            std::to_string(flow_id) + ",\"name\":\"releases\",\"cat\":\"dependency\",\"ts\":" +
            Us(r->end_ns - origin_ns_ - 1) + ",\"args\":{\"var\":\"v" + std::to_string(var) +
            "\"}}");
-      emit("{\"ph\":\"f\",\"bp\":\"e\",\"pid\":1,\"tid\":" + std::to_string(to->row) +
+      emit("{\"ph\":\"f\",\"bp\":\"e\",\"pid\":" + p + ",\"tid\":" + std::to_string(to->row) +
            ",\"id\":" + std::to_string(flow_id) +
            ",\"name\":\"releases\",\"cat\":\"dependency\",\"ts\":" + Us(to->start_ns - origin_ns_) +
            "}");
     }
   }
-  out << "\n]}\n";
+}
+
+namespace {
+constexpr char kTraceHead[] = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+constexpr char kTraceTail[] = "\n]}\n";
+}  // namespace
+
+void Profiler::WriteTrace(const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("DumpProfile: cannot write " + path);
+  out.imbue(std::locale::classic());  // numbers as JSON spells them, whatever the global locale
+  out << kTraceHead;
+  WriteTraceEvents(out, 1, "depengine", /*first=*/true);
+  out << kTraceTail;
   CloseOrThrow(out, "DumpProfile", path);
+}
+
+void Profiler::WriteTraceAtDestruction(const std::string& path) {
+  // The traces this process wrote here, by path: how many engines each
+  // holds. Never destroyed: Engine::Get()'s trace is written by a static
+  // destructor. The mutex also keeps two engines destroyed at once from
+  // writing one file together.
+  static auto* const written_mu = new std::mutex;
+  static auto* const written = new std::map<std::string, int>;
+  std::error_code ec;
+  std::string key = std::filesystem::weakly_canonical(path, ec).string();
+  if (ec) key = path;
+  std::lock_guard<std::mutex> lock(*written_mu);
+  if (auto it = written->find(key); it != written->end()) {
+    // Added to the file, as one more process, if it is still the trace
+    // written there (it ends as WriteTrace ends it).
+    std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+    constexpr auto kTailSize = static_cast<std::streamoff>(sizeof kTraceTail - 1);
+    char tail[sizeof kTraceTail] = {};
+    if (io.seekg(0, std::ios::end) && io.tellg() >= kTailSize &&
+        io.seekg(-kTailSize, std::ios::end) && io.read(tail, kTailSize) &&
+        std::string_view(tail) == kTraceTail && io.seekp(-kTailSize, std::ios::end)) {
+      io.imbue(std::locale::classic());
+      const int pid = it->second + 1;
+      WriteTraceEvents(io, pid, "depengine engine " + std::to_string(pid), /*first=*/false);
+      io << kTraceTail;
+      CloseOrThrow(io, "DumpProfile", path);
+      it->second = pid;
+      return;
+    }
+  }
+  WriteTrace(path);
+  (*written)[key] = 1;
 }
 
 void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {

@@ -36,6 +36,13 @@ json ReadJson(const std::string& path) {
   return json::parse(in);
 }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 // Seed 003's program: A = 2; B = A + 1; C = A + 2; D = B * C.
 void RunSeedProgram(Engine& e, bool profile_flag_only = false) {
   VarHandle a = e.NewVariable(), b = e.NewVariable(), c = e.NewVariable(), d = e.NewVariable();
@@ -220,6 +227,98 @@ TEST(ProfilerEnv, ProfilePathFromEnvironmentWritesTraceAtDestruction) {
   std::remove(path.c_str());
 }
 
+// Bug: every engine made from FromEnv() with DEPENGINE_PROFILE set wrote its
+// trace to that one path when destroyed, so the last engine destroyed
+// replaced the traces of all the others ("every function of every engine"
+// is recorded). Now each later engine is added to the file as a process of
+// its own.
+TEST(ProfilerEnv, EnginesSharingTheProfilePathShareTheTrace) {
+  const std::string path = TempPath("shared_env.json");
+  setenv("DEPENGINE_PROFILE", path.c_str(), 1);
+  EngineOptions o = EngineOptions::FromEnv();
+  unsetenv("DEPENGINE_PROFILE");
+  o.cpu_worker_threads = 2;
+  const char* const names[] = {"in engine 1", "in engine 2", "in engine 3"};
+  {
+    std::unique_ptr<Engine> engines[3];
+    for (auto& e : engines) e = CreateEngine(o);
+    for (int i = 0; i < 3; ++i) {
+      Engine& e = *engines[i];
+      VarHandle v = e.NewVariable();
+      e.PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kNormal, 0, names[i]);
+      e.DeleteVariable({}, Context::CPU(), v);
+      e.WaitForAll();
+    }
+  }  // destroyed in reverse: engine 3 writes the file, 2 and 1 are added
+  const json trace = ReadJson(path);
+  std::map<std::string, std::vector<int>> pids_of;  // function name -> pids
+  std::map<int, std::string> process_name;          // pid -> name
+  std::set<std::pair<int, int>> named_rows;
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "X") pids_of[ev["name"]].push_back(ev["pid"].get<int>());
+    if (ev["ph"] == "M" && ev["name"] == "process_name") {
+      process_name[ev["pid"].get<int>()] = ev["args"]["name"];
+    }
+    if (ev["ph"] == "M" && ev["name"] == "thread_name") {
+      named_rows.emplace(ev["pid"].get<int>(), ev["tid"].get<int>());
+    }
+  }
+  std::set<int> pids;
+  for (const char* name : names) {
+    ASSERT_EQ(pids_of[name].size(), 1u) << name;
+    pids.insert(pids_of[name][0]);
+  }
+  EXPECT_EQ(pids, (std::set<int>{1, 2, 3}));
+  EXPECT_EQ(process_name.size(), 3u);
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "X") {
+      EXPECT_TRUE(named_rows.count({ev["pid"].get<int>(), ev["tid"].get<int>()})) << ev.dump();
+    }
+  }
+#if defined(DEPENGINE_PYTHON) && defined(DEPENGINE_TRACE_TO_SVG)
+  // tools/trace_to_svg.py draws one row per (process, thread), labelled
+  // with the process's name: each engine numbers its threads from 0.
+  std::set<std::pair<int, int>> used_rows;
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "X") used_rows.emplace(ev["pid"].get<int>(), ev["tid"].get<int>());
+  }
+  const std::string svg = path + ".svg", labels = path + ".labels";
+  const std::string render =
+      std::string(DEPENGINE_PYTHON) + " " + DEPENGINE_TRACE_TO_SVG + " " + path + " " + svg;
+  ASSERT_EQ(std::system(render.c_str()), 0) << render;
+  const std::string parse = std::string(DEPENGINE_PYTHON) +
+                            " -c \"import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); "
+                            "open(sys.argv[2], 'w', encoding='utf-8').write(chr(10).join("
+                            "t.firstChild.data for t in d.getElementsByTagName('text') "
+                            "if t.getAttribute('x') == '4'))\" " +
+                            svg + " " + labels;
+  ASSERT_EQ(std::system(parse.c_str()), 0) << parse;
+  std::istringstream label_lines(ReadFile(labels));
+  std::set<std::string> row_labels;
+  std::size_t label_count = 0;
+  for (std::string line; std::getline(label_lines, line);) {
+    if (line.find(" functions") != std::string::npos) continue;  // the summary line
+    row_labels.insert(line);
+    ++label_count;
+  }
+  EXPECT_EQ(label_count, used_rows.size()) << ReadFile(labels);
+  EXPECT_EQ(row_labels.size(), used_rows.size()) << ReadFile(labels);  // told apart
+  std::remove(svg.c_str());
+  std::remove(labels.c_str());
+#endif
+  // A file that is gone, or no longer this process's trace, is written anew.
+  std::remove(path.c_str());
+  {
+    auto e = CreateEngine(o);
+    RunSeedProgram(*e);
+  }
+  std::set<int> fresh_pids;
+  const json fresh = ReadJson(path);
+  for (const json& ev : fresh["traceEvents"]) fresh_pids.insert(ev["pid"].get<int>());
+  EXPECT_EQ(fresh_pids, std::set<int>{1});
+  std::remove(path.c_str());
+}
+
 // Completes an async function from a thread_local destructor, when its
 // thread exits.
 struct CompleteAtThreadExit {
@@ -349,13 +448,6 @@ TEST(ProfilerEnv, ProfilePathThatCannotBeWrittenIsReportedAtDestruction) {
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_THAT(err, ::testing::HasSubstr("DEPENGINE_PROFILE"));
   EXPECT_THAT(err, ::testing::HasSubstr("/dev/full"));
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // Bug: the record's seq, which orders the graph, was taken before the push
