@@ -963,7 +963,9 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
   const RunContext rctx{b->ctx, stream};
   if (b->profile != nullptr) {
     auto* w = static_cast<WorkerTls*>(tls_worker_raw);
-    const bool queued = w != nullptr && w->engine == this;
+    // Came from the worker's pool, unless kAsync: that runs inline on the
+    // thread that made it ready, a worker too, with no queue (profiler.md).
+    const bool queued = w != nullptr && w->engine == this && b->prop() != FnProperty::kAsync;
     profiler_->MarkStart(
         b->profile,
         pending_[0].load(std::memory_order_relaxed) + pending_[1].load(std::memory_order_relaxed),

@@ -745,6 +745,54 @@ TEST_P(ProfilerTest, QueueDepthCountsTheProfiledFunctionsWaiting) {
   }
 }
 
+// Bug: a kAsync function made ready by a worker's completion runs inline on
+// that worker, with no queue, yet its start was recorded with the worker's
+// pool and a "queue depth <pool>" sample, as if it had come from that pool.
+TEST_P(ProfilerTest, AsyncFunctionRunOnAWorkerHasNoQueueDepth) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  // The writer finishes only after the kAsync reader was pushed, so the
+  // reader is made ready by the writer's completion, on a worker (threaded
+  // engines). The naive engine runs both inline.
+  std::promise<void> reader_pushed;
+  std::shared_future<void> pushed = reader_pushed.get_future().share();
+  const bool naive = GetParam() == EngineKind::kNaive;
+  e->PushSync(
+      [pushed, naive](RunContext) {
+        if (!naive) pushed.wait();
+      },
+      Context::CPU(), {}, {v}, FnProperty::kNormal, 0, "writer");
+  e->PushAsync([](RunContext, CallbackOnComplete cb) { cb(); }, Context::CPU(), {v}, {},
+               FnProperty::kAsync, 0, "async reader");
+  reader_pushed.set_value();
+  e->WaitForAll();
+  const std::string path = TempPath("async_depth.json");
+  DumpProfile(*e, path);
+  const json trace = ReadJson(path);
+  std::map<std::string, json> fn;
+  std::map<int, std::string> row_names;
+  int depth_samples = 0;
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "X") fn[ev["name"]] = ev;
+    if (ev["ph"] == "M" && ev["name"] == "thread_name") row_names[ev["tid"]] = ev["args"]["name"];
+    if (ev["ph"] == "C" && ev["name"].get<std::string>().starts_with("queue depth")) {
+      ++depth_samples;
+    }
+  }
+  ASSERT_TRUE(fn.count("writer") && fn.count("async reader"));
+  if (!naive) {
+    // It did run on the writer's worker: the case under test.
+    EXPECT_EQ(fn["async reader"]["tid"], fn["writer"]["tid"]);
+    EXPECT_THAT(row_names[fn["writer"]["tid"]], ::testing::Not(::testing::StartsWith("thread/")));
+  }
+  // One sample, the writer's, which came from a queue; none on the naive engine.
+  EXPECT_EQ(depth_samples, naive ? 0 : 1);
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(path.c_str());
+}
+
 // Bug: tools/trace_to_svg.py wrote function and row names into the SVG as
 // they were, so a name holding markup (`<`, `&`) or a control character made
 // an SVG that no XML parser accepts; and a trace with no function made it
