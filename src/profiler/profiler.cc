@@ -590,12 +590,12 @@ void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {
     table.flags(std::ios_base::dec | std::ios_base::fixed);
     table.precision(3);
     table << "| function | count | run total us | run mean | run p50 | run p99 | run max | "
-             "wait mean | wait p50 | wait p99 | wait max |\n"
-             "|---|---|---|---|---|---|---|---|---|---|---|\n";
+             "wait total us | wait mean | wait p50 | wait p99 | wait max |\n"
+             "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for (const Row& r : rows) {
       table << "| " << MarkdownCell(r.name) << " | " << r.count << " | " << r.total << " | "
-            << r.mean << " | " << r.p50 << " | " << r.p99 << " | " << r.max << " | " << r.wmean
-            << " | " << r.wp50 << " | " << r.wp99 << " | " << r.wmax << " |\n";
+            << r.mean << " | " << r.p50 << " | " << r.p99 << " | " << r.max << " | " << r.wtotal
+            << " | " << r.wmean << " | " << r.wp50 << " | " << r.wp99 << " | " << r.wmax << " |\n";
     }
   }
   if (json_path.empty()) return;

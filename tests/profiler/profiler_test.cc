@@ -604,7 +604,7 @@ TEST_P(ProfilerTest, StatsTableKeepsEachNameInItsOwnCell) {
   ASSERT_EQ(rows.size(), 2u + 4u) << table.str();  // header, rule, one row per name
   std::set<std::string> names;
   for (std::size_t i = 2; i < rows.size(); ++i) {
-    // Cells end at a '|' that is not escaped; every row has the header's 11.
+    // Cells end at a '|' that is not escaped; every row has the header's 12.
     std::vector<std::string> cells;
     std::string cell;
     for (std::size_t j = 1; j < rows[i].size(); ++j) {
@@ -620,7 +620,7 @@ TEST_P(ProfilerTest, StatsTableKeepsEachNameInItsOwnCell) {
         cell += rows[i][j];
       }
     }
-    ASSERT_EQ(cells.size(), 11u) << rows[i];
+    ASSERT_EQ(cells.size(), 12u) << rows[i];
     names.insert(cells[0]);
   }
   EXPECT_EQ(names, (std::set<std::string>{" a|b ", " two lines ", " cr name ", " plain "}));
@@ -914,6 +914,25 @@ TEST_P(ProfilerTest, OutputsIgnoreTheGlobalLocale) {
   for (const std::string& path : {trace_path, stats_path, graph_path}) std::remove(path.c_str());
 }
 
+// Bug: the table had no total of queue wait, which DumpProfileStats promises
+// (count, total, mean, p50, p99 and max of run time and of queue wait) and
+// the JSON has.
+TEST_P(ProfilerTest, StatsTableHasEveryPromisedColumn) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  RunSeedProgram(*e);
+  std::ostringstream table;
+  DumpProfileStats(*e, table);
+  std::string header = table.str().substr(0, table.str().find('\n'));
+  std::vector<std::string> columns;
+  std::istringstream cells(header.substr(1));
+  for (std::string cell; std::getline(cells, cell, '|');)
+    columns.push_back(cell.substr(1, cell.size() - 2));
+  EXPECT_EQ(columns, (std::vector<std::string>{"function", "count", "run total us", "run mean",
+                                               "run p50", "run p99", "run max", "wait total us",
+                                               "wait mean", "wait p50", "wait p99", "wait max"}));
+}
+
 // Bug: the stats JSON wrote its numbers with the stream's default 6
 // significant digits, so it did not hold the table's numbers ("the same as
 // JSON"): a 10234.567 us total came out as 10234.6, 1.2 s as 1.20001e+06.
@@ -943,14 +962,16 @@ TEST_P(ProfilerTest, StatsJsonHoldsTheTablesNumbers) {
     std::istringstream row(line.substr(1));
     for (std::string cell; std::getline(row, cell, '|');)
       cells.push_back(cell.substr(1, cell.size() - 2));
-    ASSERT_EQ(cells.size(), 11u) << line;
+    ASSERT_EQ(cells.size(), 12u) << line;
     ASSERT_EQ(by_name.count(cells[0]), 1u) << cells[0];
     const json& f = *by_name[cells[0]];
     EXPECT_EQ(std::to_string(f["count"].get<int>()), cells[1]);
-    const json numbers[] = {f["run"]["total"],      f["run"]["mean"],       f["run"]["p50"],
-                            f["run"]["p99"],        f["run"]["max"],        f["queue_wait"]["mean"],
-                            f["queue_wait"]["p50"], f["queue_wait"]["p99"], f["queue_wait"]["max"]};
-    for (int k = 0; k < 9; ++k) {
+    const json numbers[] = {f["run"]["total"],       f["run"]["mean"],
+                            f["run"]["p50"],         f["run"]["p99"],
+                            f["run"]["max"],         f["queue_wait"]["total"],
+                            f["queue_wait"]["mean"], f["queue_wait"]["p50"],
+                            f["queue_wait"]["p99"],  f["queue_wait"]["max"]};
+    for (int k = 0; k < 10; ++k) {
       // The table's cell, read as JSON, is the JSON's number.
       EXPECT_EQ(json::parse(cells[static_cast<std::size_t>(k + 2)]), numbers[k])
           << cells[0] << " column " << k + 2 << ": table " << cells[static_cast<std::size_t>(k + 2)]
