@@ -29,7 +29,9 @@ bool IsProfiling(const Engine& engine);
 
 // Writes the functions recorded so far, finished ones only, as a Chrome
 // trace (JSON) to `path`. Raises std::runtime_error when the file cannot be
-// written. Call after WaitForAll for a complete picture.
+// written (the three dumps' messages name the path and the system's reason,
+// e.g. "No such file or directory"). Call after WaitForAll for a complete
+// picture.
 void DumpProfile(Engine& engine, const std::string& path);
 
 // Per function name: count, total, mean, p50, p99 and max of run time and

@@ -215,6 +215,19 @@ void CloseOrThrow(FileStream& out, const char* call, const std::string& path) {
   }
 }
 
+// Opens `path` for writing, or raises naming the path and why it cannot be
+// opened (a missing directory, no permission, a directory).
+std::ofstream OpenOrThrow(const char* call, const std::string& path) {
+  errno = 0;
+  std::ofstream out(path);
+  if (!out) {
+    const int err = errno;
+    throw std::runtime_error(std::string(call) + ": cannot write " + path +
+                             (err != 0 ? std::string(": ") + std::strerror(err) : std::string()));
+  }
+  return out;
+}
+
 // Restores a stream's format flags and precision, which a dump sets for its
 // own output, when it goes out of scope: the stream is the caller's.
 class StreamFormatGuard {
@@ -510,8 +523,7 @@ constexpr char kTraceTail[] = "\n]}\n";
 }  // namespace
 
 void Profiler::WriteTrace(const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("DumpProfile: cannot write " + path);
+  std::ofstream out = OpenOrThrow("DumpProfile", path);
   out.imbue(std::locale::classic());  // numbers as JSON spells them, whatever the global locale
   out << kTraceHead;
   WriteTraceEvents(out, 1, "depengine", /*first=*/true);
@@ -599,8 +611,7 @@ void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {
     }
   }
   if (json_path.empty()) return;
-  std::ofstream out(json_path);
-  if (!out) throw std::runtime_error("DumpProfileStats: cannot write " + json_path);
+  std::ofstream out = OpenOrThrow("DumpProfileStats", json_path);
   // The table's numbers (3 decimals: the recorded ns), spelled as JSON
   // spells them whatever the global locale. The default 6 significant digits
   // wrote a 1234.567 us total as 1234.57, and 1.2 s as 1.20001e+06.
@@ -677,8 +688,7 @@ void Profiler::WriteGraph(const std::string& path) {
   for (long i = end; i >= 0; i = pred[static_cast<std::size_t>(i)])
     on_path[static_cast<std::size_t>(i)] = true;
 
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("DumpDependencyGraph: cannot write " + path);
+  std::ofstream out = OpenOrThrow("DumpDependencyGraph", path);
   out.imbue(std::locale::classic());  // node ids and numbers, whatever the global locale
   out << "digraph depengine {\n  rankdir=TB;\n  node [shape=box, fontname=\"Helvetica\"];\n";
   out << "  label=\"critical path: " << std::fixed << std::setprecision(3)

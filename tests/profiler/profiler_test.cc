@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <iomanip>
@@ -434,6 +436,32 @@ TEST_P(ProfilerTest, DumpsRaiseWhenTheFileCannotBeWritten) {
   } catch (const std::runtime_error& error) {
     EXPECT_THAT(error.what(), ::testing::HasSubstr("/dev/full"));
   }
+}
+
+// A path whose directory does not exist: each dump raises, naming the path
+// and the reason (before: only "cannot write <path>"), and the engine keeps
+// working.
+TEST_P(ProfilerTest, DumpsToAMissingDirectorySayWhy) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  RunSeedProgram(*e);
+  const std::string path = TempPath("no_such_dir") + "/out";
+  const std::string reason = std::strerror(ENOENT);
+  std::ostringstream table;
+  const std::function<void()> dumps[] = {[&] { DumpProfile(*e, path); },
+                                         [&] { DumpProfileStats(*e, table, path); },
+                                         [&] { DumpDependencyGraph(*e, path); }};
+  for (const auto& dump : dumps) {
+    try {
+      dump();
+      ADD_FAILURE() << "no error for " << path;
+    } catch (const std::runtime_error& error) {
+      EXPECT_THAT(error.what(), ::testing::HasSubstr(path));
+      EXPECT_THAT(error.what(), ::testing::HasSubstr(reason));
+    }
+  }
+  RunSeedProgram(*e);  // still working
+  EXPECT_EQ(ProfiledFunctionCount(*e), 16u);
 }
 
 // The trace written at destruction (DEPENGINE_PROFILE) cannot throw: it
