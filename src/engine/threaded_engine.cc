@@ -924,7 +924,7 @@ void ThreadedEngine::DispatchToPool(OprBlock* b, WorkerPool* pool) {
 }
 
 void ThreadedEngine::WorkerLoop(WorkerPool& pool, int index, void* stream) {
-  Profiler::NameThisThread(pool.name() + "/" + std::to_string(index));
+  profiler_->NameThisThread(pool.name() + "/" + std::to_string(index));
   WorkerTls tls(this, &pool);
   tls_worker_raw = &tls;
   const bool bounded = in_flight_.enabled();

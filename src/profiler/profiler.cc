@@ -321,7 +321,11 @@ struct ThreadSlot {
 // exit on the main thread) finds tls_exited set and takes the slow path
 // instead of touching freed memory.
 struct ThreadState {
-  std::string name;  // empty until named or first registered
+  // The pool row name ("cpu/normal/0") of a worker, in the trace of the
+  // engine whose worker it is (the profiler `pool_profiler_id`) only.
+  std::string pool_name;
+  std::uint64_t pool_profiler_id = 0;  // 0: not a worker
+  std::string name;                    // "thread/<n>", its name elsewhere; made on first need
   std::vector<ThreadSlot> slots;
 };
 // Both trivially destructible: usable until the thread is gone.
@@ -352,7 +356,10 @@ ThreadState* ThisThreadState() {
 }  // namespace
 
 void Profiler::NameThisThread(const std::string& name) {
-  if (ThreadState* t = ThisThreadState()) t->name = name;
+  if (ThreadState* t = ThisThreadState()) {
+    t->pool_name = name;
+    t->pool_profiler_id = id_;
+  }
 }
 
 Profiler::Slot Profiler::ThisThreadSlot() {
@@ -373,7 +380,11 @@ Profiler::Slot Profiler::ThisThreadSlot() {
   for (const ThreadSlot& s : t->slots) {
     if (s.profiler_id == id_) return {static_cast<Buffer*>(s.buffer), s.row};
   }
-  if (t->name.empty()) t->name = "thread/" + std::to_string(g_next_thread_number++);
+  // A worker of another engine is a thread outside this one (profiler.md).
+  if (t->pool_profiler_id != id_ && t->name.empty()) {
+    t->name = "thread/" + std::to_string(g_next_thread_number++);
+  }
+  const std::string& row_name = t->pool_profiler_id == id_ ? t->pool_name : t->name;
   auto buf = std::make_unique<Buffer>();
   buf->head = buf->tail = new Chunk;
   Buffer* raw = buf.get();
@@ -381,7 +392,7 @@ Profiler::Slot Profiler::ThisThreadSlot() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     buffers_.push_back(std::move(buf));
-    rows_.push_back(t->name);
+    rows_.push_back(row_name);
     row = static_cast<int>(rows_.size() - 1);
   }
   t->slots.push_back({id_, raw, row});

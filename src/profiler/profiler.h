@@ -85,10 +85,12 @@ class Profiler {
   // Takes ownership of `r`, complete (MarkEnd, released) by now.
   void Finish(ProfileRecord* r);
 
-  // Names the calling thread's row ("cpu/normal/0"); threads that never
-  // call it get "thread/<n>". Functions run or finished on a thread after
-  // its thread_locals were destroyed share the row "exiting threads".
-  static void NameThisThread(const std::string& name);
+  // Names the calling thread's row in this profiler's trace: a worker of
+  // the engine calls it with its pool's name ("cpu/normal/0"). Other threads,
+  // the workers of other engines included, get "thread/<n>". Functions run
+  // or finished on a thread after its thread_locals were destroyed share
+  // the row "exiting threads".
+  void NameThisThread(const std::string& name);
 
   // DumpProfile: writes the trace to `path`, as process 1.
   void WriteTrace(const std::string& path);

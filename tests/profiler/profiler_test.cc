@@ -821,6 +821,50 @@ TEST_P(ProfilerTest, AsyncFunctionRunOnAWorkerHasNoQueueDepth) {
   std::remove(path.c_str());
 }
 
+// Bug: a thread was named by its pool in every engine's trace, so a worker
+// of another engine that ran or finished one of this engine's functions (a
+// kAsync function it pushed, a callback it called) showed as this engine's
+// "cpu/normal/0" (two rows of that name), not as a thread outside the
+// engine ("thread/N", profiler.md).
+TEST_P(ProfilerTest, ThreadsOfAnotherEngineAreNotNamedByItsPools) {
+  EngineOptions other_options;
+  other_options.kind = EngineKind::kPerDevice;
+  other_options.cpu_worker_threads = 1;
+  auto other = CreateEngine(other_options);
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  // Runs on this engine (a worker, or inline on the naive engine).
+  e->PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kNormal, 0, "own");
+  e->WaitForAll();
+  // Pushed from, and so run inline on, the other engine's worker.
+  other->PushSync(
+      [&](RunContext) {
+        e->PushAsync([](RunContext, CallbackOnComplete cb) { cb(); }, Context::CPU(), {}, {},
+                     FnProperty::kAsync, 0, "from the other engine");
+      },
+      Context::CPU(), {}, {}, FnProperty::kNormal, 0, "pusher");
+  other->WaitForAll();
+  e->WaitForAll();
+  const std::string path = TempPath("other_engine.json");
+  DumpProfile(*e, path);
+  const json trace = ReadJson(path);
+  std::map<int, std::string> row_names;
+  std::map<std::string, int> tid_of;
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "M" && ev["name"] == "thread_name") row_names[ev["tid"]] = ev["args"]["name"];
+    if (ev["ph"] == "X") tid_of[ev["name"]] = ev["tid"];
+  }
+  ASSERT_EQ(tid_of.count("from the other engine"), 1u);
+  EXPECT_THAT(row_names[tid_of["from the other engine"]], ::testing::StartsWith("thread/"));
+  std::multiset<std::string> names;
+  for (const auto& [tid, name] : row_names) names.insert(name);
+  for (const std::string& name : names) EXPECT_EQ(names.count(name), 1u) << name;
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(path.c_str());
+}
+
 // Bug: tools/trace_to_svg.py wrote function and row names into the SVG as
 // they were, so a name holding markup (`<`, `&`) or a control character made
 // an SVG that no XML parser accepts; and a trace with no function made it
