@@ -15,11 +15,17 @@ def text(s):
 
 
 trace = json.load(open(sys.argv[1], encoding="utf-8"))["traceEvents"]
-rows = {e["tid"]: e["args"]["name"] for e in trace if e.get("ph") == "M" and e.get("name") == "thread_name"}
+# A row is a (pid, tid): a trace written by several engines (DEPENGINE_PROFILE)
+# holds one process per engine, each numbering its threads from 0.
+rows = {(e.get("pid"), e["tid"]): e["args"]["name"]
+        for e in trace if e.get("ph") == "M" and e.get("name") == "thread_name"}
+processes = {e.get("pid"): e["args"]["name"]
+             for e in trace if e.get("ph") == "M" and e.get("name") == "process_name"}
 fns = [e for e in trace if e.get("ph") == "X"]
 t0 = min((e["ts"] for e in fns), default=0)
 t1 = max((e["ts"] + e["dur"] for e in fns), default=0)
-used = sorted({e["tid"] for e in fns})
+used = sorted({(e.get("pid"), e["tid"]) for e in fns})
+several = len({pid for pid, _ in used}) > 1
 width, label_w, row_h = 1000, 130, 26
 scale = (width - label_w - 10) / max(t1 - t0, 1e-9)
 colors = {}
@@ -27,12 +33,15 @@ palette = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b
 out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{row_h * len(used) + 40}" '
        'font-family="Helvetica" font-size="11">',
        f'<text x="4" y="{row_h * len(used) + 30}">{t1 - t0:.1f} us, {len(fns)} functions</text>']
-for i, tid in enumerate(used):
+for i, row in enumerate(used):
     y = 10 + i * row_h
-    out.append(f'<text x="4" y="{y + 16}">{text(rows.get(tid, tid))}</text>')
+    label = rows.get(row, row[1])
+    if several:
+        label = f"{processes.get(row[0], row[0])}: {label}"
+    out.append(f'<text x="4" y="{y + 16}">{text(label)}</text>')
     out.append(f'<line x1="{label_w}" y1="{y + row_h - 2}" x2="{width}" y2="{y + row_h - 2}" stroke="#ddd"/>')
 for e in fns:
-    y = 10 + used.index(e["tid"]) * row_h
+    y = 10 + used.index((e.get("pid"), e["tid"])) * row_h
     c = colors.setdefault(e["name"], palette[len(colors) % len(palette)])
     x = label_w + (e["ts"] - t0) * scale
     w = max(e["dur"] * scale, 0.8)

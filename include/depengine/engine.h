@@ -283,8 +283,9 @@ struct EngineOptions {
   // DEPENGINE_SIMULATED_GPUS.
   int simulated_gpus = 0;
   // When set, the engine records every function and writes a Chrome trace
-  // here when it is destroyed (see depengine/profiler.h). Environment:
-  // DEPENGINE_PROFILE.
+  // here when it is destroyed (see depengine/profiler.h); when an earlier
+  // engine of the process wrote its trace here, this one is added to the
+  // file as another trace process. Environment: DEPENGINE_PROFILE.
   std::string profile_path;
   // Debugging aid, 0 = off: report to stderr, once, every function that has
   // run longer than this many seconds (e.g. an async function whose

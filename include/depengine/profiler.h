@@ -5,7 +5,8 @@
 // Recording is per engine. It covers every function while turned on with
 // SetProfiling (or for every engine made from EngineOptions::FromEnv() when
 // DEPENGINE_PROFILE=path.json is set: the trace is written to that path when
-// the engine is destroyed, at process exit for Engine::Get()), and the single
+// the engine is destroyed, at process exit for Engine::Get(); engines that
+// share the path share the file, one trace process each), and the single
 // pushes made with Push(..., profiling = true). Workers record into
 // per-thread buffers; nothing is locked on the hot path. When off, the cost
 // is one relaxed load per push.
@@ -28,7 +29,9 @@ bool IsProfiling(const Engine& engine);
 
 // Writes the functions recorded so far, finished ones only, as a Chrome
 // trace (JSON) to `path`. Raises std::runtime_error when the file cannot be
-// written. Call after WaitForAll for a complete picture.
+// written (the three dumps' messages name the path and the system's reason,
+// e.g. "No such file or directory"). Call after WaitForAll for a complete
+// picture.
 void DumpProfile(Engine& engine, const std::string& path);
 
 // Per function name: count, total, mean, p50, p99 and max of run time and
@@ -36,8 +39,8 @@ void DumpProfile(Engine& engine, const std::string& path);
 // Markdown table to `table` (in decimal, 3 decimals; the stream's format
 // flags and precision are left as they were; a '|' in a name is written
 // "\|" and a line break as a space) and, when `json_path` is not empty, the
-// same as JSON. Raises std::runtime_error when the JSON file cannot be
-// written.
+// same as JSON (the same numbers, 3 decimals). Raises std::runtime_error
+// when the JSON file cannot be written.
 void DumpProfileStats(Engine& engine, std::ostream& table, const std::string& json_path = "");
 
 // The dependency graph of the recorded functions, in push order: nodes are

@@ -305,7 +305,7 @@ ThreadedEngine::~ThreadedEngine() {
   // final. Then free what the program left alive.
   if (!options_.profile_path.empty()) {
     try {
-      profiler_->WriteTrace(options_.profile_path);
+      profiler_->WriteTraceAtDestruction(options_.profile_path);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "depengine: DEPENGINE_PROFILE: %s\n", e.what());
     }
@@ -945,7 +945,7 @@ void ThreadedEngine::DispatchToPool(OprBlock* b, WorkerPool* pool) {
 }
 
 void ThreadedEngine::WorkerLoop(WorkerPool& pool, int index, void* stream) {
-  Profiler::NameThisThread(pool.name() + "/" + std::to_string(index));
+  profiler_->NameThisThread(pool.name() + "/" + std::to_string(index));
   WorkerTls tls(this, &pool);
   tls_worker_raw = &tls;
   const bool bounded = in_flight_.enabled();
@@ -994,7 +994,9 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
   const RunContext rctx{b->ctx, stream};
   if (b->profile != nullptr) {
     auto* w = static_cast<WorkerTls*>(tls_worker_raw);
-    const bool queued = w != nullptr && w->engine == this;
+    // Came from the worker's pool, unless kAsync: that runs inline on the
+    // thread that made it ready, a worker too, with no queue (profiler.md).
+    const bool queued = w != nullptr && w->engine == this && b->prop() != FnProperty::kAsync;
     profiler_->MarkStart(
         b->profile,
         pending_[0].load(std::memory_order_relaxed) + pending_[1].load(std::memory_order_relaxed),

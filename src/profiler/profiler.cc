@@ -5,11 +5,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <locale>
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <unordered_map>
 
 #include "tracker/opr_block.h"
@@ -80,6 +83,18 @@ std::size_t Utf8SequenceAt(const std::string& s, std::size_t i, std::size_t* bad
   return n;
 }
 
+// Appends the UTF-8 sequence at s[i] (a byte >= 0x80) to `out`, or U+FFFD
+// when it is not valid; returns the index after what it consumed.
+std::size_t AppendUtf8At(const std::string& s, std::size_t i, std::string* out) {
+  std::size_t bad = 0;
+  if (const std::size_t n = Utf8SequenceAt(s, i, &bad); n > 0) {
+    out->append(s, i, n);
+    return i + n;
+  }
+  *out += "\xef\xbf\xbd";  // U+FFFD REPLACEMENT CHARACTER
+  return i + bad;
+}
+
 // A JSON string literal of `s`. Bytes that are not valid UTF-8 become U+FFFD,
 // so the output is valid JSON (and UTF-8) whatever the name holds.
 std::string JsonString(const std::string& s) {
@@ -88,14 +103,7 @@ std::string JsonString(const std::string& s) {
     const char c = s[i];
     const auto u = static_cast<unsigned char>(c);
     if (u >= 0x80) {
-      std::size_t bad = 0;
-      if (const std::size_t n = Utf8SequenceAt(s, i, &bad); n > 0) {
-        out.append(s, i, n);
-        i += n;
-      } else {
-        out += "\xef\xbf\xbd";  // U+FFFD REPLACEMENT CHARACTER
-        i += bad;
-      }
+      i = AppendUtf8At(s, i, &out);
       continue;
     }
     ++i;
@@ -139,6 +147,37 @@ std::string MarkdownCell(const std::string& s) {
   return out;
 }
 
+// `s` as the text of a Graphviz label inside a quoted string. There a
+// backslash starts an escape (\n a line break, \N the node's name; an
+// unknown one is dropped), so a JSON string literal is not one: "\u0009"
+// showed as "u0009". '"' and '\' are escaped, a line break is written \n,
+// other control characters become a space, and bytes that are not valid
+// UTF-8 become U+FFFD, as in the JSON outputs (Graphviz reads UTF-8).
+std::string DotLabelText(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    const char c = s[i];
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80) {
+      i = AppendUtf8At(s, i, &out);
+      continue;
+    }
+    ++i;
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string VarList(const std::vector<std::uint64_t>& ids) {
   std::string out = "[";
   for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -150,16 +189,22 @@ std::string VarList(const std::vector<std::uint64_t>& ids) {
   return out + "]";
 }
 
-// Microseconds with ns precision, as the trace format expects.
+// Microseconds with ns precision, as the trace format expects. Integer
+// arithmetic, not printf's %f: the C locale's decimal point (LC_NUMERIC, set
+// by a program's setlocale) would otherwise turn "1.500" into "1,500".
 std::string Us(std::int64_t ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns) / 1000.0);
-  return buf;
+  const bool negative = ns < 0;
+  const std::uint64_t mag =
+      negative ? std::uint64_t{0} - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
+  char frac[4] = {static_cast<char>('0' + mag % 1000 / 100),
+                  static_cast<char>('0' + mag % 100 / 10), static_cast<char>('0' + mag % 10), '\0'};
+  return (negative ? "-" : "") + std::to_string(mag / 1000) + "." + frac;
 }
 
 // Flushes and closes `out` and raises when anything could not be written: a
 // small file's ENOSPC (or EIO) shows only here, when the buffer is written.
-void CloseOrThrow(std::ofstream& out, const char* call, const std::string& path) {
+template <typename FileStream>
+void CloseOrThrow(FileStream& out, const char* call, const std::string& path) {
   errno = 0;
   out.flush();
   out.close();
@@ -168,6 +213,19 @@ void CloseOrThrow(std::ofstream& out, const char* call, const std::string& path)
     throw std::runtime_error(std::string(call) + ": error writing " + path +
                              (err != 0 ? std::string(": ") + std::strerror(err) : std::string()));
   }
+}
+
+// Opens `path` for writing, or raises naming the path and why it cannot be
+// opened (a missing directory, no permission, a directory).
+std::ofstream OpenOrThrow(const char* call, const std::string& path) {
+  errno = 0;
+  std::ofstream out(path);
+  if (!out) {
+    const int err = errno;
+    throw std::runtime_error(std::string(call) + ": cannot write " + path +
+                             (err != 0 ? std::string(": ") + std::strerror(err) : std::string()));
+  }
+  return out;
 }
 
 // Restores a stream's format flags and precision, which a dump sets for its
@@ -237,7 +295,16 @@ struct Profiler::Buffer {
   }
 };
 
-Profiler::Profiler() : id_(g_next_profiler_id.fetch_add(1)), origin_ns_(NowNs()) {}
+namespace {
+// One time origin for every engine's trace, so that the traces of several
+// engines written to one file (WriteTraceAtDestruction) line up.
+std::int64_t ProcessOriginNs() {
+  static const std::int64_t origin = NowNs();
+  return origin;
+}
+}  // namespace
+
+Profiler::Profiler() : id_(g_next_profiler_id.fetch_add(1)), origin_ns_(ProcessOriginNs()) {}
 Profiler::~Profiler() = default;
 
 namespace {
@@ -254,7 +321,11 @@ struct ThreadSlot {
 // exit on the main thread) finds tls_exited set and takes the slow path
 // instead of touching freed memory.
 struct ThreadState {
-  std::string name;  // empty until named or first registered
+  // The pool row name ("cpu/normal/0") of a worker, in the trace of the
+  // engine whose worker it is (the profiler `pool_profiler_id`) only.
+  std::string pool_name;
+  std::uint64_t pool_profiler_id = 0;  // 0: not a worker
+  std::string name;                    // "thread/<n>", its name elsewhere; made on first need
   std::vector<ThreadSlot> slots;
 };
 // Both trivially destructible: usable until the thread is gone.
@@ -285,7 +356,10 @@ ThreadState* ThisThreadState() {
 }  // namespace
 
 void Profiler::NameThisThread(const std::string& name) {
-  if (ThreadState* t = ThisThreadState()) t->name = name;
+  if (ThreadState* t = ThisThreadState()) {
+    t->pool_name = name;
+    t->pool_profiler_id = id_;
+  }
 }
 
 Profiler::Slot Profiler::ThisThreadSlot() {
@@ -306,7 +380,11 @@ Profiler::Slot Profiler::ThisThreadSlot() {
   for (const ThreadSlot& s : t->slots) {
     if (s.profiler_id == id_) return {static_cast<Buffer*>(s.buffer), s.row};
   }
-  if (t->name.empty()) t->name = "thread/" + std::to_string(g_next_thread_number++);
+  // A worker of another engine is a thread outside this one (profiler.md).
+  if (t->pool_profiler_id != id_ && t->name.empty()) {
+    t->name = "thread/" + std::to_string(g_next_thread_number++);
+  }
+  const std::string& row_name = t->pool_profiler_id == id_ ? t->pool_name : t->name;
   auto buf = std::make_unique<Buffer>();
   buf->head = buf->tail = new Chunk;
   Buffer* raw = buf.get();
@@ -314,7 +392,7 @@ Profiler::Slot Profiler::ThisThreadSlot() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     buffers_.push_back(std::move(buf));
-    rows_.push_back(t->name);
+    rows_.push_back(row_name);
     row = static_cast<int>(rows_.size() - 1);
   }
   t->slots.push_back({id_, raw, row});
@@ -382,33 +460,34 @@ void Profiler::Clear() {
 
 std::size_t Profiler::Count() { return Snapshot().size(); }
 
-void Profiler::WriteTrace(const std::string& path) {
+void Profiler::WriteTraceEvents(std::ostream& out, int pid, const std::string& process_name,
+                                bool first) {
   const auto records = Snapshot();
   std::vector<std::string> rows;
   {
     std::lock_guard<std::mutex> lock(mu_);
     rows = rows_;
   }
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("DumpProfile: cannot write " + path);
-  out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
-  bool first = true;
+  const std::string p = std::to_string(pid);
   auto emit = [&](const std::string& ev) {
     out << (first ? "" : ",\n") << ev;
     first = false;
   };
-  emit("{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"depengine\"}}");
+  emit("{\"ph\":\"M\",\"pid\":" + p +
+       ",\"name\":\"process_name\",\"args\":{\"name\":" + JsonString(process_name) + "}}");
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    emit("{\"ph\":\"M\",\"pid\":1,\"tid\":" + std::to_string(i) +
+    emit("{\"ph\":\"M\",\"pid\":" + p + ",\"tid\":" + std::to_string(i) +
          ",\"name\":\"thread_name\",\"args\":{\"name\":" + JsonString(rows[i]) + "}}");
-    emit("{\"ph\":\"M\",\"pid\":1,\"tid\":" + std::to_string(i) +
+    emit("{\"ph\":\"M\",\"pid\":" + p + ",\"tid\":" + std::to_string(i) +
          ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":" + std::to_string(i) + "}}");
   }
   std::unordered_map<std::uint64_t, const ProfileRecord*> by_seq;
   for (const ProfileRecord* r : records) by_seq[r->seq] = r;
   for (const ProfileRecord* r : records) {
     std::ostringstream ev;
-    ev << "{\"ph\":\"X\",\"pid\":1,\"tid\":" << r->row << ",\"name\":" << JsonString(r->name)
+    ev.imbue(std::locale::classic());
+    ev << "{\"ph\":\"X\",\"pid\":" << p << ",\"tid\":" << r->row
+       << ",\"name\":" << JsonString(r->name)
        << ",\"cat\":\"function\",\"ts\":" << Us(r->start_ns - origin_ns_)
        << ",\"dur\":" << Us(r->end_ns - r->start_ns) << ",\"args\":{\"seq\":" << r->seq
        << ",\"reads\":" << VarList(r->reads) << ",\"writes\":" << VarList(r->writes)
@@ -418,36 +497,82 @@ void Profiler::WriteTrace(const std::string& path) {
        << ",\"dependency_wait_us\":" << Us(r->ready_ns - r->push_ns)
        << (r->failed ? ",\"failed\":true" : "") << (r->skipped ? ",\"skipped\":true" : "") << "}}";
     emit(ev.str());
-    emit("{\"ph\":\"C\",\"pid\":1,\"name\":\"pending functions\",\"ts\":" +
-         Us(r->start_ns - origin_ns_) +
+    emit("{\"ph\":\"C\",\"pid\":" + p +
+         ",\"name\":\"pending functions\",\"ts\":" + Us(r->start_ns - origin_ns_) +
          ",\"args\":{\"pending\":" + std::to_string(r->pending_at_start) + "}}");
     if (!r->queue_name.empty() && r->queue_depth_at_start >= 0) {
-      emit("{\"ph\":\"C\",\"pid\":1,\"name\":" + JsonString("queue depth " + r->queue_name) +
-           ",\"ts\":" + Us(r->start_ns - origin_ns_) +
+      emit("{\"ph\":\"C\",\"pid\":" + p + ",\"name\":" +
+           JsonString("queue depth " + r->queue_name) + ",\"ts\":" + Us(r->start_ns - origin_ns_) +
            ",\"args\":{\"depth\":" + std::to_string(r->queue_depth_at_start) + "}}");
     }
   }
   // Flow arrows: from a function's end to the start of each function it
-  // released.
-  std::uint64_t flow_id = 0;
+  // released. Flow ids are file-wide: each process numbers its own from
+  // (pid - 1) << 32 (exact in a JSON reader's double).
+  std::uint64_t flow_id = static_cast<std::uint64_t>(pid - 1) << 32;
   for (const ProfileRecord* r : records) {
     for (const auto& [to_seq, var] : r->released) {
       auto it = by_seq.find(to_seq);
       if (it == by_seq.end()) continue;
       const ProfileRecord* to = it->second;
       ++flow_id;
-      emit("{\"ph\":\"s\",\"pid\":1,\"tid\":" + std::to_string(r->row) + ",\"id\":" +
+      emit("{\"ph\":\"s\",\"pid\":" + p + ",\"tid\":" + std::to_string(r->row) + ",\"id\":" +
            std::to_string(flow_id) + ",\"name\":\"releases\",\"cat\":\"dependency\",\"ts\":" +
            Us(r->end_ns - origin_ns_ - 1) + ",\"args\":{\"var\":\"v" + std::to_string(var) +
            "\"}}");
-      emit("{\"ph\":\"f\",\"bp\":\"e\",\"pid\":1,\"tid\":" + std::to_string(to->row) +
+      emit("{\"ph\":\"f\",\"bp\":\"e\",\"pid\":" + p + ",\"tid\":" + std::to_string(to->row) +
            ",\"id\":" + std::to_string(flow_id) +
            ",\"name\":\"releases\",\"cat\":\"dependency\",\"ts\":" + Us(to->start_ns - origin_ns_) +
            "}");
     }
   }
-  out << "\n]}\n";
+}
+
+namespace {
+constexpr char kTraceHead[] = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+constexpr char kTraceTail[] = "\n]}\n";
+}  // namespace
+
+void Profiler::WriteTrace(const std::string& path) {
+  std::ofstream out = OpenOrThrow("DumpProfile", path);
+  out.imbue(std::locale::classic());  // numbers as JSON spells them, whatever the global locale
+  out << kTraceHead;
+  WriteTraceEvents(out, 1, "depengine", /*first=*/true);
+  out << kTraceTail;
   CloseOrThrow(out, "DumpProfile", path);
+}
+
+void Profiler::WriteTraceAtDestruction(const std::string& path) {
+  // The traces this process wrote here, by path: how many engines each
+  // holds. Never destroyed: Engine::Get()'s trace is written by a static
+  // destructor. The mutex also keeps two engines destroyed at once from
+  // writing one file together.
+  static auto* const written_mu = new std::mutex;
+  static auto* const written = new std::map<std::string, int>;
+  std::error_code ec;
+  std::string key = std::filesystem::weakly_canonical(path, ec).string();
+  if (ec) key = path;
+  std::lock_guard<std::mutex> lock(*written_mu);
+  if (auto it = written->find(key); it != written->end()) {
+    // Added to the file, as one more process, if it is still the trace
+    // written there (it ends as WriteTrace ends it).
+    std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+    constexpr auto kTailSize = static_cast<std::streamoff>(sizeof kTraceTail - 1);
+    char tail[sizeof kTraceTail] = {};
+    if (io.seekg(0, std::ios::end) && io.tellg() >= kTailSize &&
+        io.seekg(-kTailSize, std::ios::end) && io.read(tail, kTailSize) &&
+        std::string_view(tail) == kTraceTail && io.seekp(-kTailSize, std::ios::end)) {
+      io.imbue(std::locale::classic());
+      const int pid = it->second + 1;
+      WriteTraceEvents(io, pid, "depengine engine " + std::to_string(pid), /*first=*/false);
+      io << kTraceTail;
+      CloseOrThrow(io, "DumpProfile", path);
+      it->second = pid;
+      return;
+    }
+  }
+  WriteTrace(path);
+  (*written)[key] = 1;
 }
 
 void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {
@@ -488,17 +613,21 @@ void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {
     table.flags(std::ios_base::dec | std::ios_base::fixed);
     table.precision(3);
     table << "| function | count | run total us | run mean | run p50 | run p99 | run max | "
-             "wait mean | wait p50 | wait p99 | wait max |\n"
-             "|---|---|---|---|---|---|---|---|---|---|---|\n";
+             "wait total us | wait mean | wait p50 | wait p99 | wait max |\n"
+             "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for (const Row& r : rows) {
       table << "| " << MarkdownCell(r.name) << " | " << r.count << " | " << r.total << " | "
-            << r.mean << " | " << r.p50 << " | " << r.p99 << " | " << r.max << " | " << r.wmean
-            << " | " << r.wp50 << " | " << r.wp99 << " | " << r.wmax << " |\n";
+            << r.mean << " | " << r.p50 << " | " << r.p99 << " | " << r.max << " | " << r.wtotal
+            << " | " << r.wmean << " | " << r.wp50 << " | " << r.wp99 << " | " << r.wmax << " |\n";
     }
   }
   if (json_path.empty()) return;
-  std::ofstream out(json_path);
-  if (!out) throw std::runtime_error("DumpProfileStats: cannot write " + json_path);
+  std::ofstream out = OpenOrThrow("DumpProfileStats", json_path);
+  // The table's numbers (3 decimals: the recorded ns), spelled as JSON
+  // spells them whatever the global locale. The default 6 significant digits
+  // wrote a 1234.567 us total as 1234.57, and 1.2 s as 1.20001e+06.
+  out.imbue(std::locale::classic());
+  out << std::fixed << std::setprecision(3);
   out << "{\"unit\":\"us\",\"functions\":[\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
@@ -570,17 +699,15 @@ void Profiler::WriteGraph(const std::string& path) {
   for (long i = end; i >= 0; i = pred[static_cast<std::size_t>(i)])
     on_path[static_cast<std::size_t>(i)] = true;
 
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("DumpDependencyGraph: cannot write " + path);
+  std::ofstream out = OpenOrThrow("DumpDependencyGraph", path);
+  out.imbue(std::locale::classic());  // node ids and numbers, whatever the global locale
   out << "digraph depengine {\n  rankdir=TB;\n  node [shape=box, fontname=\"Helvetica\"];\n";
   out << "  label=\"critical path: " << std::fixed << std::setprecision(3)
       << (end >= 0 ? dist[static_cast<std::size_t>(end)] : 0.0) << " us (red)\";\n";
   for (std::size_t i = 0; i < records.size(); ++i) {
     const ProfileRecord* r = records[i];
-    std::ostringstream label;
-    label << r->name << "\n#" << r->seq << " " << Us(r->end_ns - r->start_ns) << " us";
-    out << "  f" << r->seq << " [label=" << JsonString(label.str())
-        << (on_path[i] ? ", color=red, penwidth=2" : "")
+    out << "  f" << r->seq << " [label=\"" << DotLabelText(r->name) << "\\n#" << r->seq << " "
+        << Us(r->end_ns - r->start_ns) << " us\"" << (on_path[i] ? ", color=red, penwidth=2" : "")
         << (r->failed || r->skipped ? ", style=dashed" : "") << "];\n";
   }
   for (const Edge& e : edges) {

@@ -85,12 +85,21 @@ class Profiler {
   // Takes ownership of `r`, complete (MarkEnd, released) by now.
   void Finish(ProfileRecord* r);
 
-  // Names the calling thread's row ("cpu/normal/0"); threads that never
-  // call it get "thread/<n>". Functions run or finished on a thread after
-  // its thread_locals were destroyed share the row "exiting threads".
-  static void NameThisThread(const std::string& name);
+  // Names the calling thread's row in this profiler's trace: a worker of
+  // the engine calls it with its pool's name ("cpu/normal/0"). Other threads,
+  // the workers of other engines included, get "thread/<n>". Functions run
+  // or finished on a thread after its thread_locals were destroyed share
+  // the row "exiting threads".
+  void NameThisThread(const std::string& name);
 
+  // DumpProfile: writes the trace to `path`, as process 1.
   void WriteTrace(const std::string& path);
+  // The trace of an engine with EngineOptions::profile_path, written when
+  // it is destroyed: when an earlier engine of this process wrote its trace
+  // to the same path (DEPENGINE_PROFILE gives every engine made from
+  // FromEnv() the same one), added to that file as the next process
+  // ("depengine engine 2", ...) instead of replacing it.
+  void WriteTraceAtDestruction(const std::string& path);
   void WriteStats(std::ostream& table, const std::string& json_path);
   void WriteGraph(const std::string& path);
   void Clear();
@@ -108,13 +117,18 @@ class Profiler {
     int row;
   };
   Slot ThisThreadSlot();
+  // Writes the trace's events (metadata, functions, counters, flows) for
+  // process `pid`; each but the file's first is preceded by ",\n".
+  void WriteTraceEvents(std::ostream& out, int pid, const std::string& process_name, bool first);
   // Finished records with seq >= clear_floor_, sorted by seq.
   std::vector<const ProfileRecord*> Snapshot();
 
   const std::uint64_t id_;  // tells thread caches apart from a dead profiler
   std::atomic<std::uint64_t> next_seq_{0};
   std::atomic<std::uint64_t> clear_floor_{0};
-  const std::int64_t origin_ns_;  // timestamps are written relative to it
+  // Timestamps are written relative to it; the same for every profiler of
+  // the process.
+  const std::int64_t origin_ns_;
 
   // Guards buffers_, rows_, exited_buffer_ and exited_row_ (registration,
   // dumps, and appends to exited_buffer_).

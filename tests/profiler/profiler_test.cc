@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <iomanip>
@@ -34,6 +36,13 @@ json ReadJson(const std::string& path) {
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << path;
   return json::parse(in);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 // Seed 003's program: A = 2; B = A + 1; C = A + 2; D = B * C.
@@ -220,6 +229,98 @@ TEST(ProfilerEnv, ProfilePathFromEnvironmentWritesTraceAtDestruction) {
   std::remove(path.c_str());
 }
 
+// Bug: every engine made from FromEnv() with DEPENGINE_PROFILE set wrote its
+// trace to that one path when destroyed, so the last engine destroyed
+// replaced the traces of all the others ("every function of every engine"
+// is recorded). Now each later engine is added to the file as a process of
+// its own.
+TEST(ProfilerEnv, EnginesSharingTheProfilePathShareTheTrace) {
+  const std::string path = TempPath("shared_env.json");
+  setenv("DEPENGINE_PROFILE", path.c_str(), 1);
+  EngineOptions o = EngineOptions::FromEnv();
+  unsetenv("DEPENGINE_PROFILE");
+  o.cpu_worker_threads = 2;
+  const char* const names[] = {"in engine 1", "in engine 2", "in engine 3"};
+  {
+    std::unique_ptr<Engine> engines[3];
+    for (auto& e : engines) e = CreateEngine(o);
+    for (int i = 0; i < 3; ++i) {
+      Engine& e = *engines[i];
+      VarHandle v = e.NewVariable();
+      e.PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kNormal, 0, names[i]);
+      e.DeleteVariable({}, Context::CPU(), v);
+      e.WaitForAll();
+    }
+  }  // destroyed in reverse: engine 3 writes the file, 2 and 1 are added
+  const json trace = ReadJson(path);
+  std::map<std::string, std::vector<int>> pids_of;  // function name -> pids
+  std::map<int, std::string> process_name;          // pid -> name
+  std::set<std::pair<int, int>> named_rows;
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "X") pids_of[ev["name"]].push_back(ev["pid"].get<int>());
+    if (ev["ph"] == "M" && ev["name"] == "process_name") {
+      process_name[ev["pid"].get<int>()] = ev["args"]["name"];
+    }
+    if (ev["ph"] == "M" && ev["name"] == "thread_name") {
+      named_rows.emplace(ev["pid"].get<int>(), ev["tid"].get<int>());
+    }
+  }
+  std::set<int> pids;
+  for (const char* name : names) {
+    ASSERT_EQ(pids_of[name].size(), 1u) << name;
+    pids.insert(pids_of[name][0]);
+  }
+  EXPECT_EQ(pids, (std::set<int>{1, 2, 3}));
+  EXPECT_EQ(process_name.size(), 3u);
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "X") {
+      EXPECT_TRUE(named_rows.count({ev["pid"].get<int>(), ev["tid"].get<int>()})) << ev.dump();
+    }
+  }
+#if defined(DEPENGINE_PYTHON) && defined(DEPENGINE_TRACE_TO_SVG)
+  // tools/trace_to_svg.py draws one row per (process, thread), labelled
+  // with the process's name: each engine numbers its threads from 0.
+  std::set<std::pair<int, int>> used_rows;
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "X") used_rows.emplace(ev["pid"].get<int>(), ev["tid"].get<int>());
+  }
+  const std::string svg = path + ".svg", labels = path + ".labels";
+  const std::string render =
+      std::string(DEPENGINE_PYTHON) + " " + DEPENGINE_TRACE_TO_SVG + " " + path + " " + svg;
+  ASSERT_EQ(std::system(render.c_str()), 0) << render;
+  const std::string parse = std::string(DEPENGINE_PYTHON) +
+                            " -c \"import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); "
+                            "open(sys.argv[2], 'w', encoding='utf-8').write(chr(10).join("
+                            "t.firstChild.data for t in d.getElementsByTagName('text') "
+                            "if t.getAttribute('x') == '4'))\" " +
+                            svg + " " + labels;
+  ASSERT_EQ(std::system(parse.c_str()), 0) << parse;
+  std::istringstream label_lines(ReadFile(labels));
+  std::set<std::string> row_labels;
+  std::size_t label_count = 0;
+  for (std::string line; std::getline(label_lines, line);) {
+    if (line.find(" functions") != std::string::npos) continue;  // the summary line
+    row_labels.insert(line);
+    ++label_count;
+  }
+  EXPECT_EQ(label_count, used_rows.size()) << ReadFile(labels);
+  EXPECT_EQ(row_labels.size(), used_rows.size()) << ReadFile(labels);  // told apart
+  std::remove(svg.c_str());
+  std::remove(labels.c_str());
+#endif
+  // A file that is gone, or no longer this process's trace, is written anew.
+  std::remove(path.c_str());
+  {
+    auto e = CreateEngine(o);
+    RunSeedProgram(*e);
+  }
+  std::set<int> fresh_pids;
+  const json fresh = ReadJson(path);
+  for (const json& ev : fresh["traceEvents"]) fresh_pids.insert(ev["pid"].get<int>());
+  EXPECT_EQ(fresh_pids, std::set<int>{1});
+  std::remove(path.c_str());
+}
+
 // Completes an async function from a thread_local destructor, when its
 // thread exits.
 struct CompleteAtThreadExit {
@@ -337,6 +438,32 @@ TEST_P(ProfilerTest, DumpsRaiseWhenTheFileCannotBeWritten) {
   }
 }
 
+// A path whose directory does not exist: each dump raises, naming the path
+// and the reason (before: only "cannot write <path>"), and the engine keeps
+// working.
+TEST_P(ProfilerTest, DumpsToAMissingDirectorySayWhy) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  RunSeedProgram(*e);
+  const std::string path = TempPath("no_such_dir") + "/out";
+  const std::string reason = std::strerror(ENOENT);
+  std::ostringstream table;
+  const std::function<void()> dumps[] = {[&] { DumpProfile(*e, path); },
+                                         [&] { DumpProfileStats(*e, table, path); },
+                                         [&] { DumpDependencyGraph(*e, path); }};
+  for (const auto& dump : dumps) {
+    try {
+      dump();
+      ADD_FAILURE() << "no error for " << path;
+    } catch (const std::runtime_error& error) {
+      EXPECT_THAT(error.what(), ::testing::HasSubstr(path));
+      EXPECT_THAT(error.what(), ::testing::HasSubstr(reason));
+    }
+  }
+  RunSeedProgram(*e);  // still working
+  EXPECT_EQ(ProfiledFunctionCount(*e), 16u);
+}
+
 // The trace written at destruction (DEPENGINE_PROFILE) cannot throw: it
 // reports the failure on stderr.
 TEST(ProfilerEnv, ProfilePathThatCannotBeWrittenIsReportedAtDestruction) {
@@ -349,13 +476,6 @@ TEST(ProfilerEnv, ProfilePathThatCannotBeWrittenIsReportedAtDestruction) {
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_THAT(err, ::testing::HasSubstr("DEPENGINE_PROFILE"));
   EXPECT_THAT(err, ::testing::HasSubstr("/dev/full"));
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // Bug: the record's seq, which orders the graph, was taken before the push
@@ -512,7 +632,7 @@ TEST_P(ProfilerTest, StatsTableKeepsEachNameInItsOwnCell) {
   ASSERT_EQ(rows.size(), 2u + 4u) << table.str();  // header, rule, one row per name
   std::set<std::string> names;
   for (std::size_t i = 2; i < rows.size(); ++i) {
-    // Cells end at a '|' that is not escaped; every row has the header's 11.
+    // Cells end at a '|' that is not escaped; every row has the header's 12.
     std::vector<std::string> cells;
     std::string cell;
     for (std::size_t j = 1; j < rows[i].size(); ++j) {
@@ -528,7 +648,7 @@ TEST_P(ProfilerTest, StatsTableKeepsEachNameInItsOwnCell) {
         cell += rows[i][j];
       }
     }
-    ASSERT_EQ(cells.size(), 11u) << rows[i];
+    ASSERT_EQ(cells.size(), 12u) << rows[i];
     names.insert(cells[0]);
   }
   EXPECT_EQ(names, (std::set<std::string>{" a|b ", " two lines ", " cr name ", " plain "}));
@@ -653,6 +773,98 @@ TEST_P(ProfilerTest, QueueDepthCountsTheProfiledFunctionsWaiting) {
   }
 }
 
+// Bug: a kAsync function made ready by a worker's completion runs inline on
+// that worker, with no queue, yet its start was recorded with the worker's
+// pool and a "queue depth <pool>" sample, as if it had come from that pool.
+TEST_P(ProfilerTest, AsyncFunctionRunOnAWorkerHasNoQueueDepth) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  // The writer finishes only after the kAsync reader was pushed, so the
+  // reader is made ready by the writer's completion, on a worker (threaded
+  // engines). The naive engine runs both inline.
+  std::promise<void> reader_pushed;
+  std::shared_future<void> pushed = reader_pushed.get_future().share();
+  const bool naive = GetParam() == EngineKind::kNaive;
+  e->PushSync(
+      [pushed, naive](RunContext) {
+        if (!naive) pushed.wait();
+      },
+      Context::CPU(), {}, {v}, FnProperty::kNormal, 0, "writer");
+  e->PushAsync([](RunContext, CallbackOnComplete cb) { cb(); }, Context::CPU(), {v}, {},
+               FnProperty::kAsync, 0, "async reader");
+  reader_pushed.set_value();
+  e->WaitForAll();
+  const std::string path = TempPath("async_depth.json");
+  DumpProfile(*e, path);
+  const json trace = ReadJson(path);
+  std::map<std::string, json> fn;
+  std::map<int, std::string> row_names;
+  int depth_samples = 0;
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "X") fn[ev["name"]] = ev;
+    if (ev["ph"] == "M" && ev["name"] == "thread_name") row_names[ev["tid"]] = ev["args"]["name"];
+    if (ev["ph"] == "C" && ev["name"].get<std::string>().starts_with("queue depth")) {
+      ++depth_samples;
+    }
+  }
+  ASSERT_TRUE(fn.count("writer") && fn.count("async reader"));
+  if (!naive) {
+    // It did run on the writer's worker: the case under test.
+    EXPECT_EQ(fn["async reader"]["tid"], fn["writer"]["tid"]);
+    EXPECT_THAT(row_names[fn["writer"]["tid"]], ::testing::Not(::testing::StartsWith("thread/")));
+  }
+  // One sample, the writer's, which came from a queue; none on the naive engine.
+  EXPECT_EQ(depth_samples, naive ? 0 : 1);
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(path.c_str());
+}
+
+// Bug: a thread was named by its pool in every engine's trace, so a worker
+// of another engine that ran or finished one of this engine's functions (a
+// kAsync function it pushed, a callback it called) showed as this engine's
+// "cpu/normal/0" (two rows of that name), not as a thread outside the
+// engine ("thread/N", profiler.md).
+TEST_P(ProfilerTest, ThreadsOfAnotherEngineAreNotNamedByItsPools) {
+  EngineOptions other_options;
+  other_options.kind = EngineKind::kPerDevice;
+  other_options.cpu_worker_threads = 1;
+  auto other = CreateEngine(other_options);
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  // Runs on this engine (a worker, or inline on the naive engine).
+  e->PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kNormal, 0, "own");
+  e->WaitForAll();
+  // Pushed from, and so run inline on, the other engine's worker.
+  other->PushSync(
+      [&](RunContext) {
+        e->PushAsync([](RunContext, CallbackOnComplete cb) { cb(); }, Context::CPU(), {}, {},
+                     FnProperty::kAsync, 0, "from the other engine");
+      },
+      Context::CPU(), {}, {}, FnProperty::kNormal, 0, "pusher");
+  other->WaitForAll();
+  e->WaitForAll();
+  const std::string path = TempPath("other_engine.json");
+  DumpProfile(*e, path);
+  const json trace = ReadJson(path);
+  std::map<int, std::string> row_names;
+  std::map<std::string, int> tid_of;
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "M" && ev["name"] == "thread_name") row_names[ev["tid"]] = ev["args"]["name"];
+    if (ev["ph"] == "X") tid_of[ev["name"]] = ev["tid"];
+  }
+  ASSERT_EQ(tid_of.count("from the other engine"), 1u);
+  EXPECT_THAT(row_names[tid_of["from the other engine"]], ::testing::StartsWith("thread/"));
+  std::multiset<std::string> names;
+  for (const auto& [tid, name] : row_names) names.insert(name);
+  for (const std::string& name : names) EXPECT_EQ(names.count(name), 1u) << name;
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(path.c_str());
+}
+
 // Bug: tools/trace_to_svg.py wrote function and row names into the SVG as
 // they were, so a name holding markup (`<`, `&`) or a control character made
 // an SVG that no XML parser accepts; and a trace with no function made it
@@ -698,6 +910,206 @@ TEST_P(ProfilerTest, TraceToSvgGivesWellFormedSvg) {
 #else
   GTEST_SKIP() << "python3 not found: tools/trace_to_svg.py is not tested";
 #endif
+}
+
+// A locale whose numbers JSON and DOT do not accept: ',' as the decimal point
+// and '.' between groups of three digits (as de_DE spells them).
+struct CommaDecimals : std::numpunct<char> {
+  char do_decimal_point() const override { return ','; }
+  char do_thousands_sep() const override { return '.'; }
+  std::string do_grouping() const override { return "\3"; }
+};
+
+// Sets the global locale for its scope.
+class GlobalLocale {
+ public:
+  explicit GlobalLocale(const std::locale& l) : old_(std::locale::global(l)) {}
+  ~GlobalLocale() { std::locale::global(old_); }
+  GlobalLocale(const GlobalLocale&) = delete;
+  GlobalLocale& operator=(const GlobalLocale&) = delete;
+
+ private:
+  const std::locale old_;
+};
+
+// Bug: the streams the dumps write with took the program's global locale, so
+// a program that had set one wrote "seq":1.000 for 1000 in the trace (valid
+// JSON, wrong number), "count":1.100 and "total":5,204 in the stats JSON
+// (invalid) and node ids "f1.000" in the graph.
+TEST_P(ProfilerTest, OutputsIgnoreTheGlobalLocale) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  constexpr int kFunctions = 1100;  // seqs past 999, which the locale groups
+  for (int i = 0; i < kFunctions; ++i) {
+    e->PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kNormal, 0, "f");
+  }
+  e->WaitForAll();
+  const std::string trace_path = TempPath("locale.json"),
+                    stats_path = TempPath("locale_stats.json"), graph_path = TempPath("locale.dot");
+  {
+    GlobalLocale comma(std::locale(std::locale::classic(), new CommaDecimals));
+    DumpProfile(*e, trace_path);
+    std::ostringstream table;
+    DumpProfileStats(*e, table, stats_path);
+    DumpDependencyGraph(*e, graph_path);
+  }
+  json trace;
+  ASSERT_NO_THROW(trace = json::parse(ReadFile(trace_path)));
+  std::set<std::uint64_t> seqs;
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] != "X") continue;
+    ASSERT_TRUE(ev["args"]["seq"].is_number_unsigned()) << ev.dump();
+    seqs.insert(ev["args"]["seq"].get<std::uint64_t>());
+  }
+  ASSERT_EQ(seqs.size(), static_cast<std::size_t>(kFunctions));
+  EXPECT_EQ(*seqs.rbegin() - *seqs.begin(), static_cast<std::uint64_t>(kFunctions - 1));
+  json stats;
+  ASSERT_NO_THROW(stats = json::parse(ReadFile(stats_path)));
+  ASSERT_EQ(stats["functions"].size(), 1u);
+  EXPECT_EQ(stats["functions"][0]["count"], kFunctions);
+  // Every node: f<seq> with the seq as digits only.
+  const std::string dot = ReadFile(graph_path);
+  const std::regex node("^  f([0-9]+) \\[label=\"f\\\\n#([0-9]+) [0-9]+\\.[0-9]{3} us\"");
+  std::size_t nodes = 0;
+  std::istringstream lines(dot);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("[label=") == std::string::npos || line.find("->") != std::string::npos) continue;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(line, m, node)) << line;
+    EXPECT_EQ(m[1], m[2]) << line;
+    ++nodes;
+  }
+  EXPECT_EQ(nodes, static_cast<std::size_t>(kFunctions));
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  for (const std::string& path : {trace_path, stats_path, graph_path}) std::remove(path.c_str());
+}
+
+// Bug: the table had no total of queue wait, which DumpProfileStats promises
+// (count, total, mean, p50, p99 and max of run time and of queue wait) and
+// the JSON has.
+TEST_P(ProfilerTest, StatsTableHasEveryPromisedColumn) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  RunSeedProgram(*e);
+  std::ostringstream table;
+  DumpProfileStats(*e, table);
+  std::string header = table.str().substr(0, table.str().find('\n'));
+  std::vector<std::string> columns;
+  std::istringstream cells(header.substr(1));
+  for (std::string cell; std::getline(cells, cell, '|');)
+    columns.push_back(cell.substr(1, cell.size() - 2));
+  EXPECT_EQ(columns, (std::vector<std::string>{"function", "count", "run total us", "run mean",
+                                               "run p50", "run p99", "run max", "wait total us",
+                                               "wait mean", "wait p50", "wait p99", "wait max"}));
+}
+
+// Bug: the stats JSON wrote its numbers with the stream's default 6
+// significant digits, so it did not hold the table's numbers ("the same as
+// JSON"): a 10234.567 us total came out as 10234.6, 1.2 s as 1.20001e+06.
+TEST_P(ProfilerTest, StatsJsonHoldsTheTablesNumbers) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  // Run times of more than 10 ms: 8 digits or more at the table's 3 decimals.
+  for (const char* name : {"slow a", "slow b", "slow c"}) {
+    e->PushSync([](RunContext) { std::this_thread::sleep_for(std::chrono::milliseconds(10)); },
+                Context::CPU(), {}, {v}, FnProperty::kNormal, 0, name);
+  }
+  e->WaitForAll();
+  std::ostringstream table;
+  const std::string path = TempPath("stats_digits.json");
+  DumpProfileStats(*e, table, path);
+  const json stats = ReadJson(path);
+  std::map<std::string, const json*> by_name;
+  for (const json& f : stats["functions"]) by_name[f["name"].get<std::string>()] = &f;
+  std::istringstream lines(table.str());
+  std::string line;
+  std::getline(lines, line);  // header
+  std::getline(lines, line);  // rule
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> cells;
+    std::istringstream row(line.substr(1));
+    for (std::string cell; std::getline(row, cell, '|');)
+      cells.push_back(cell.substr(1, cell.size() - 2));
+    ASSERT_EQ(cells.size(), 12u) << line;
+    ASSERT_EQ(by_name.count(cells[0]), 1u) << cells[0];
+    const json& f = *by_name[cells[0]];
+    EXPECT_EQ(std::to_string(f["count"].get<int>()), cells[1]);
+    const json numbers[] = {f["run"]["total"],       f["run"]["mean"],
+                            f["run"]["p50"],         f["run"]["p99"],
+                            f["run"]["max"],         f["queue_wait"]["total"],
+                            f["queue_wait"]["mean"], f["queue_wait"]["p50"],
+                            f["queue_wait"]["p99"],  f["queue_wait"]["max"]};
+    for (int k = 0; k < 10; ++k) {
+      // The table's cell, read as JSON, is the JSON's number.
+      EXPECT_EQ(json::parse(cells[static_cast<std::size_t>(k + 2)]), numbers[k])
+          << cells[0] << " column " << k + 2 << ": table " << cells[static_cast<std::size_t>(k + 2)]
+          << ", JSON " << numbers[k];
+    }
+    EXPECT_GE(f["run"]["total"].get<double>(), 10000.0);
+    ++rows;
+  }
+  EXPECT_EQ(rows, 3);
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(path.c_str());
+}
+
+// The text of a Graphviz quoted label, as Graphviz reads it: a backslash
+// before '"' or before a backslash stands for that character, \n (and \l,
+// \r) for a line break, and a backslash before anything else is dropped.
+std::string DotLabelAsShown(const std::string& quoted) {
+  std::string out;
+  for (std::size_t i = 0; i < quoted.size(); ++i) {
+    if (quoted[i] != '\\' || i + 1 == quoted.size()) {
+      out += quoted[i];
+      continue;
+    }
+    const char next = quoted[++i];
+    out += next == 'n' || next == 'l' || next == 'r' ? '\n' : next;
+  }
+  return out;
+}
+
+// Bug: the graph's node labels were JSON string literals, which Graphviz
+// does not read as JSON: a tab or another control character (JSON's
+// "\u0009") showed as "u0009" in the rendered label.
+TEST_P(ProfilerTest, GraphLabelsShowTheNames) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  const std::pair<const char*, const char*> names[] = {
+      {"tab\there", "tab here"}, {"ctl\x01\x1f\x7f", "ctl   "},
+      {"cr\rx", "cr x"},         {"two\nlines", "two\nlines"},
+      {"q\"uote", "q\"uote"},    {"back\\slash", "back\\slash"},
+      {"ends\\", "ends\\"},      {"\\n", "\\n"},
+      {"bad\xff", "bad\uFFFD"},  {"caf\xc3\xa9", "caf\xc3\xa9"}};
+  for (const auto& [name, shown] : names) {
+    e->PushSync([](RunContext) {}, Context::CPU(), {v}, {}, FnProperty::kNormal, 0, name);
+  }
+  e->WaitForAll();
+  const std::string path = TempPath("labels.dot");
+  DumpDependencyGraph(*e, path);
+  const std::string dot = ReadFile(path);
+  // A node's label: its name, then "\n#<seq> <time> us".
+  const std::regex node("\\n  f[0-9]+ \\[label=\"((?:[^\"\\\\]|\\\\.)*)\\\\n#[0-9]+ [0-9.]+ us\"");
+  std::multiset<std::string> got, want;
+  for (auto it = std::sregex_iterator(dot.begin(), dot.end(), node); it != std::sregex_iterator();
+       ++it) {
+    got.insert(DotLabelAsShown((*it)[1]));
+  }
+  for (const auto& [name, shown] : names) want.insert(shown);
+  EXPECT_EQ(got, want) << dot;
+#ifdef DEPENGINE_DOT
+  const std::string cmd = std::string(DEPENGINE_DOT) + " -Tsvg " + path + " -o /dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+#endif
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(path.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(AllEngines, ProfilerTest,
