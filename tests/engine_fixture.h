@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -233,6 +234,25 @@ inline void PushAsyncIncrementsOnCompleter(Engine& engine, Completer& completer,
         },
         Context::CPU(), {}, {v});
   }
+}
+
+// Pushes an async function that writes `v` and, instead of finishing, hands
+// out its callback: returns that callback once the function runs (raises if
+// it does not start in time). The function is finished by calling it.
+inline CallbackOnComplete PushAsyncAndHoldItsCallback(Engine& engine, VarHandle v) {
+  struct Held {
+    CallbackOnComplete callback;  // written before `got`
+    Event got;
+  };
+  auto held = std::make_shared<Held>();
+  engine.PushAsync(
+      [held](RunContext, CallbackOnComplete cb) {
+        held->callback = cb;
+        held->got.Notify();
+      },
+      Context::CPU(), {}, {v});
+  if (!held->got.WaitFor()) throw std::runtime_error("the held async function did not start");
+  return held->callback;
 }
 
 // Runs `f` and returns the message of the exception of type E it throws,

@@ -422,15 +422,7 @@ TEST_P(ErrorsTest, WaitForAllDoesNotRepeatAFailureAWaitForVarTookBeforeItsThread
   int conclusive = 0;
   for (int round = 0; round < 20 && conclusive < 3; ++round) {
     VarHandle v = engine().NewVariable();
-    Event got_callback;
-    CallbackOnComplete callback;  // written before got_callback
-    engine().PushAsync(
-        [&](RunContext, CallbackOnComplete cb) {
-          callback = cb;
-          got_callback.Notify();
-        },
-        Context::CPU(), {}, {v});
-    ASSERT_TRUE(got_callback.WaitFor());
+    CallbackOnComplete callback = PushAsyncAndHoldItsCallback(engine(), v);
     std::atomic<long> tid{0};
     int waited = -2;
     std::thread waiter([&] {

@@ -130,15 +130,7 @@ TEST_P(OperatorTest, SuccessorReadiedByAClosureDestroyedOnAWorkerThatRanOutOfWor
   VarHandle y = engine().NewVariable();
   VarHandle z = engine().NewVariable();
   VarHandle a = engine().NewVariable();
-  CallbackOnComplete held;  // written by the async function, read after `got`
-  Event got;
-  engine().PushAsync(
-      [&](RunContext, CallbackOnComplete cb) {
-        held = cb;
-        got.Notify();
-      },
-      Context::CPU(), {}, {x});
-  ASSERT_TRUE(got.WaitFor());
+  CallbackOnComplete held = PushAsyncAndHoldItsCallback(engine(), x);
   engine().PushSync([](RunContext) {}, Context::CPU(), {x}, {y}, FnProperty::kAsync);
   Event successor_ran;
   engine().PushSync([&](RunContext) { successor_ran.Notify(); }, Context::CPU(), {y}, {z});

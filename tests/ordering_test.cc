@@ -344,15 +344,7 @@ TEST_P(OrderingTest, SuccessorOfAKAsyncFunctionReadiedByACallbackInABodyRunsWhil
   VarHandle x = engine().NewVariable();
   VarHandle y = engine().NewVariable();
   VarHandle z = engine().NewVariable();
-  CallbackOnComplete held;  // written by the async function, read after `got`
-  Event got;
-  engine().PushAsync(
-      [&](RunContext, CallbackOnComplete cb) {
-        held = cb;
-        got.Notify();
-      },
-      Context::CPU(), {}, {x});
-  ASSERT_TRUE(got.WaitFor());
+  CallbackOnComplete held = PushAsyncAndHoldItsCallback(engine(), x);
   Event successor_started;
   engine().PushSync([](RunContext) {}, Context::CPU(), {x}, {y}, FnProperty::kAsync);
   engine().PushSync([&](RunContext) { successor_started.Notify(); }, Context::CPU(), {y}, {z});

@@ -139,15 +139,7 @@ TEST_P(WaitTest, WaitForAllIsNotDelayedByALaterBodyThatFinishesAnEarlierFunction
   DrainGuard drain(engine());
   VarHandle x = engine().NewVariable();
   VarHandle a = engine().NewVariable();
-  CallbackOnComplete held;  // written by the function, read after `got`
-  Event got;
-  engine().PushAsync(
-      [&](RunContext, CallbackOnComplete cb) {
-        held = cb;
-        got.Notify();
-      },
-      Context::CPU(), {}, {x});
-  ASSERT_TRUE(got.WaitFor());
+  CallbackOnComplete held = PushAsyncAndHoldItsCallback(engine(), x);
   const std::uint64_t started_before = internals->WaitForAllsStartedForTesting();
   Event returned;
   std::thread waiter([&] {

@@ -95,38 +95,46 @@ std::size_t AppendUtf8At(const std::string& s, std::size_t i, std::string* out) 
   return i + bad;
 }
 
-// A JSON string literal of `s`. Bytes that are not valid UTF-8 become U+FFFD,
-// so the output is valid JSON (and UTF-8) whatever the name holds.
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
+// Appends `s` to `out` as valid UTF-8 (bytes that are not become U+FFFD),
+// writing each ASCII character through `ascii(c, out)`: the outputs differ
+// only in how they escape those.
+template <class Ascii>
+void AppendEscaped(const std::string& s, std::string* out, Ascii ascii) {
+  out->reserve(out->size() + s.size());
   for (std::size_t i = 0; i < s.size();) {
-    const char c = s[i];
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x80) {
-      i = AppendUtf8At(s, i, &out);
-      continue;
-    }
-    ++i;
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (u < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", u);
-          out += buf;
-        } else {
-          out += c;
-        }
+    if (static_cast<unsigned char>(s[i]) >= 0x80) {
+      i = AppendUtf8At(s, i, out);
+    } else {
+      ascii(s[i++], out);
     }
   }
+}
+
+// A JSON string literal of `s`, valid JSON (and UTF-8) whatever the name
+// holds.
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  AppendEscaped(s, &out, [](char c, std::string* o) {
+    switch (c) {
+      case '"':
+        *o += "\\\"";
+        break;
+      case '\\':
+        *o += "\\\\";
+        break;
+      case '\n':
+        *o += "\\n";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+          *o += buf;
+        } else {
+          *o += c;
+        }
+    }
+  });
   return out + "\"";
 }
 
@@ -155,26 +163,18 @@ std::string MarkdownCell(const std::string& s) {
 // UTF-8 become U+FFFD, as in the JSON outputs (Graphviz reads UTF-8).
 std::string DotLabelText(const std::string& s) {
   std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size();) {
-    const char c = s[i];
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x80) {
-      i = AppendUtf8At(s, i, &out);
-      continue;
-    }
-    ++i;
+  AppendEscaped(s, &out, [](char c, std::string* o) {
     if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
+      *o += '\\';
+      *o += c;
     } else if (c == '\n') {
-      out += "\\n";
-    } else if (u < 0x20 || u == 0x7f) {
-      out += ' ';
+      *o += "\\n";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      *o += ' ';
     } else {
-      out += c;
+      *o += c;
     }
-  }
+  });
   return out;
 }
 

@@ -80,6 +80,14 @@ class PeersDriverTest : public ::testing::Test {
     ASSERT_EQ(chmod(path.c_str(), 0755), 0);
   }
 
+  // A peer executable `exe` that answers "unsupported" with `reason` and
+  // exits at once, as peer_server.cc does.
+  void UnsupportedPeer(const std::string& exe, const std::string& reason) {
+    const std::string path = bindir_ + "/" + exe;
+    std::ofstream(path) << "#!/bin/sh\nprintf '@peer unsupported\\treason=" << reason << "\\n'\n";
+    ASSERT_EQ(chmod(path.c_str(), 0755), 0);
+  }
+
   // Runs depengine-peers with `flags` on the fake peers; returns its exit
   // status, its output (stdout and stderr) in *output.
   int RunDriver(const std::string& flags, std::string* output) {
@@ -194,16 +202,11 @@ TEST_F(PeersDriverTest, BadFlagsExitWithStatus2) {
 // while a workload a runtime has no implementation of is not.
 TEST_F(PeersDriverTest, RuntimeThatCannotStartIsAFailure) {
   FakePeer("peers-depengine", "10 10 10 10 10 10");
-  const auto unsupported = [&](const std::string& exe, const std::string& reason) {
-    const std::string path = bindir_ + "/" + exe;
-    std::ofstream(path) << "#!/bin/sh\nprintf '@peer unsupported\\treason=" << reason << "\\n'\n";
-    ASSERT_EQ(chmod(path.c_str(), 0755), 0);
-  };
-  unsupported("peers-tbb", "no implementation of W1");
+  UnsupportedPeer("peers-tbb", "no implementation of W1");
   std::string output;
   EXPECT_EQ(RunDriver("--engines=depengine-perdevice,tbb --groups=table --only=W1", &output), 0)
       << output;
-  unsupported("peers-tbb", "setup failed: tbb could not start");
+  UnsupportedPeer("peers-tbb", "setup failed: tbb could not start");
   EXPECT_EQ(RunDriver("--engines=depengine-perdevice,tbb --groups=table --only=W1", &output), 1)
       << output;
   EXPECT_THAT(ReadFile(out_ + "/peers.md"),
@@ -216,9 +219,7 @@ TEST_F(PeersDriverTest, RuntimeThatCannotStartIsAFailure) {
 // was lost about every other time.
 TEST_F(PeersDriverTest, PeerThatExitsAtOnceDoesNotKillTheDriver) {
   FakePeer("peers-depengine", "10 10 10 10 10 10");
-  const std::string path = bindir_ + "/peers-tbb";
-  std::ofstream(path) << "#!/bin/sh\nprintf '@peer unsupported\\treason=no implementation\\n'\n";
-  ASSERT_EQ(chmod(path.c_str(), 0755), 0);
+  UnsupportedPeer("peers-tbb", "no implementation");
   for (int i = 0; i < 5; ++i) {
     std::string output;
     ASSERT_EQ(RunDriver("--engines=depengine-perdevice,tbb --groups=table --only=W1", &output), 0)
