@@ -9,6 +9,7 @@
 // that a function runs on a pool other than P, every worker of P is blocked
 // by a Gate first: the function must still finish, on a thread not in P.
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -107,6 +108,28 @@ TEST_P(RoutingTest, NaiveEngineRunsEveryFunctionOnThePushingThread) {
     }
   }
   EXPECT_EQ(ids.Get(), std::set<std::thread::id>{std::this_thread::get_id()});
+}
+
+// engine.h (kNaive): one at a time. A function pushed from inside a running
+// one runs once that one returns, on the same thread; a chain of such pushes
+// is a loop, not a recursion, so a long one cannot overflow the stack.
+TEST_P(RoutingTest, NaiveEngineRunsANestedPushAfterItsParentReturns) {
+  if (threaded()) GTEST_SKIP() << "threaded engines run functions on their workers";
+  constexpr int kDepth = 200000;  // recursing this deep would need far more than 8 MiB
+  VarHandle v = engine().NewVariable();
+  int depth = 0;
+  bool overlapped = false;
+  bool running = false;
+  std::function<void(RunContext)> step = [&](RunContext) {
+    if (running) overlapped = true;
+    running = true;
+    if (++depth < kDepth) engine().PushSync(step, Context::CPU(), {}, {v});
+    running = false;
+  };
+  engine().PushSync(step, Context::CPU(), {}, {v});
+  EXPECT_EQ(depth, kDepth) << "the nested pushes had not all run when the outer push returned";
+  EXPECT_FALSE(overlapped) << "a nested push ran inside its parent";
+  engine().WaitForAll();
 }
 
 TEST_P(RoutingTest, NormalFunctionsRunOnWorkersNotOnThePushingThread) {

@@ -259,7 +259,10 @@ class Engine {
 
 // The three engines.
 enum class EngineKind {
-  kNaive,     // runs each function on the thread that makes it ready: debugging
+  // Runs each function on the thread that makes it ready, one at a time:
+  // one pushed from inside a running function runs once that function
+  // returns (a trampoline, so long chains do not recurse). For debugging.
+  kNaive,
   kPooled,    // one normal and one copy queue shared by all devices
   kPerDevice  // worker pools per device, a CPU priority pool, GPU copy workers
 };
