@@ -8,9 +8,13 @@
 // Method: threads are identified by std::this_thread::get_id(). To prove
 // that a function runs on a pool other than P, every worker of P is blocked
 // by a Gate first: the function must still finish, on a thread not in P.
+#include <pthread.h>
+
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -248,6 +252,39 @@ TEST_P(RoutingTest, CpuDevicesHaveTheirOwnPoolsOnlyOnThePerDeviceEngine) {
   }
   cpu0.Open();
   engine().WaitForAll();
+}
+
+TEST_P(RoutingTest, WorkerThreadsCarryTheirPoolsNameForTheOs) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine has no worker threads";
+  const bool per_device = kind() == EngineKind::kPerDevice;
+  struct Case {
+    Context ctx;
+    FnProperty prop;
+    std::string pool;  // the pool the function is routed to
+    int size;          // its threads
+  };
+  const std::vector<Case> cases = {
+      {Context::CPU(0), FnProperty::kNormal, per_device ? "cpu/normal" : "pooled/normal", workers()},
+      {Context::CPU(1), FnProperty::kNormal, per_device ? "cpu1/normal" : "pooled/normal", workers()},
+      {Context::CPU(0), FnProperty::kCPUPrioritized, per_device ? "cpu/priority" : "pooled/normal",
+       workers()},
+      {Context::GPU(1), FnProperty::kNormal, per_device ? "gpu1/normal" : "pooled/normal", workers()},
+      {Context::GPU(0), FnProperty::kCopyToGPU, per_device ? "gpu0/copy" : "pooled/copy", 1},
+  };
+  for (const Case& c : cases) {
+    std::string name;
+    engine().PushSync(
+        [&name](RunContext) {
+          char buf[16] = {};
+          if (pthread_getname_np(pthread_self(), buf, sizeof buf) == 0) name = buf;
+        },
+        c.ctx, {}, {}, c.prop);
+    engine().WaitForAll();
+    std::set<std::string> expected;
+    for (int i = 0; i < c.size; ++i) expected.insert(c.pool + "/" + std::to_string(i));
+    EXPECT_EQ(expected.count(name), 1u)
+        << "a function for pool " << c.pool << " ran on a thread named '" << name << "'";
+  }
 }
 
 TEST_P(RoutingTest, KAsyncReadyAtPushRunsOnThePushingThreadBeforePushReturns) {

@@ -272,6 +272,11 @@ struct EngineOptions {
   EngineKind kind = EngineKind::kPerDevice;
   // The pooled engine has one normal pool (cpu_worker_threads, for every
   // device) and one copy pool (gpu_copy_threads); the naive engine no threads.
+  // Each worker thread is named for the OS (top -H, gdb, perf) by its pool
+  // and index, as in the profiler's trace: "cpu/normal/0", "cpu1/normal/0",
+  // "cpu/priority/1", "gpu0/normal/0", "gpu0/copy/0", "pooled/normal/1",
+  // "pooled/copy/0"; a name over Linux's 15 characters loses the end of the
+  // pool's name and keeps the index ("pooled/norma/12").
   int cpu_worker_threads = 0;    // per CPU device (default: hardware threads)
   int cpu_priority_threads = 0;  // CPU priority pool (default: 2, per-device only)
   int gpu_worker_threads = 0;    // per GPU (default: 2, per-device only)

@@ -1,5 +1,6 @@
 #include "exec/worker_pool.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -26,6 +27,19 @@ void StartThread(std::vector<std::thread>& threads, std::function<void()> run) {
 }
 }  // namespace
 
+std::string WorkerThreadOsName(const std::string& pool_name, int index) {
+  // Linux keeps 15 characters of a thread's name. A longer name keeps its
+  // whole index, so the threads of one pool stay apart, and loses the end of
+  // the pool's name instead.
+  constexpr std::size_t kMaxLength = 15;
+  const std::string suffix = "/" + std::to_string(index);
+  if (pool_name.size() + suffix.size() <= kMaxLength) return pool_name + suffix;
+  const std::size_t keep = suffix.size() < kMaxLength ? kMaxLength - suffix.size() : 0;
+  std::string prefix = pool_name.substr(0, keep);
+  if (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  return (prefix + suffix).substr(0, kMaxLength);
+}
+
 void LimitThreadStartsForTesting(int n) {
   g_thread_starts_left.store(n < 0 ? -1 : n, std::memory_order_relaxed);
 }
@@ -37,7 +51,12 @@ WorkerPool::WorkerPool(std::string name, int nthreads, std::function<void(Worker
   threads_->reserve(static_cast<std::size_t>(nthreads));
   for (int i = 0; i < nthreads; ++i) {
     try {
-      StartThread(*threads_, [this, i, body]() { body(*this, i); });
+      StartThread(*threads_, [this, i, body]() {
+        // Best effort: a name is a debugging aid (top -H, gdb, perf), and
+        // failing to set one changes nothing else.
+        (void)pthread_setname_np(pthread_self(), WorkerThreadOsName(name_, i).c_str());
+        body(*this, i);
+      });
     } catch (...) {
       // The destructor will not run: undo what the constructor did so far.
       queue_->Stop();

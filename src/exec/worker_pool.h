@@ -45,6 +45,11 @@ class WorkerPool {
   const pid_t creator_pid_;
 };
 
+// The name a pool's thread `index` gets from the OS (pthread_setname_np, as
+// shown by top -H, gdb and perf): "<pool name>/<index>", the profiler's row
+// name, cut to Linux's 15 characters by shortening the pool's name.
+std::string WorkerThreadOsName(const std::string& pool_name, int index);
+
 // For tests: after `n` more thread starts (in any pool), every start fails
 // as if the system refused it, until called again with n < 0 (the default:
 // no limit). Lets tests reach the refusal paths deterministically.
