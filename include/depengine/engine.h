@@ -294,6 +294,11 @@ struct EngineOptions {
   // here when it is destroyed (see depengine/profiler.h); when an earlier
   // engine of the process wrote its trace here, this one is added to the
   // file as another trace process. Environment: DEPENGINE_PROFILE.
+  // CreateEngine raises std::invalid_argument, naming the path and the
+  // reason, when the trace could not be written there (its directory is
+  // missing or not writable, or the path is a directory), so that a long
+  // run does not lose its trace at the end; a write that still fails then
+  // (a full disk) is reported on stderr.
   std::string profile_path;
   // Debugging aid, 0 = off: report to stderr, once, every function that has
   // run longer than this many seconds (e.g. an async function whose
@@ -315,7 +320,8 @@ struct EngineOptions {
   static EngineOptions FromEnv();
 };
 
-// Builds an engine. Raises std::invalid_argument for a negative thread count,
+// Builds an engine. Raises std::invalid_argument for a negative thread count
+// or a profile_path where no trace can be written,
 // and std::system_error, naming the pool, when the system refuses to start
 // one of the engine's worker threads. The per-device engine starts the pools
 // of other devices, and its CPU priority pool, at the first push that needs

@@ -1,9 +1,13 @@
 #include "engine/threaded_engine.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cassert>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -259,6 +263,28 @@ class ContinuationGate {
 };
 }  // namespace
 
+namespace {
+// Why the trace could not be written at `path`, or "" when it can be as far
+// as the file system tells now: the file is writable, or it is missing and
+// its directory is writable. A full disk still shows only at the write.
+std::string WhyProfilePathIsUnwritable(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return "it is a directory";
+    return access(path.c_str(), W_OK) == 0 ? "" : std::strerror(errno);
+  }
+  if (errno != ENOENT) return std::strerror(errno);
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  if (stat(dir.c_str(), &st) != 0) return "directory '" + dir + "': " + std::strerror(errno);
+  if (!S_ISDIR(st.st_mode)) return "'" + dir + "' is not a directory";
+  if (access(dir.c_str(), W_OK | X_OK) != 0) {
+    return "directory '" + dir + "': " + std::strerror(errno);
+  }
+  return "";
+}
+}  // namespace
+
 // One level of the inline trampoline (RunInline): blocks made ready while
 // this thread already runs a block inline for the same engine.
 struct ThreadedEngine::InlineFrame {
@@ -291,6 +317,13 @@ ThreadedEngine::ThreadedEngine(const EngineOptions& options)
       throw std::invalid_argument(std::string("CreateEngine: EngineOptions::") + name + " = " +
                                   std::to_string(value) +
                                   ": thread counts and simulated_gpus must be >= 0 (0 = default)");
+    }
+  }
+  if (!options.profile_path.empty()) {
+    // Said now, not when the engine is destroyed and the run's trace is lost.
+    if (std::string why = WhyProfilePathIsUnwritable(options.profile_path); !why.empty()) {
+      throw std::invalid_argument("CreateEngine: EngineOptions::profile_path (DEPENGINE_PROFILE) = '" +
+                                  options.profile_path + "': cannot write the trace there: " + why);
     }
   }
   if (!(options.watchdog_seconds >= 0)) {  // negative or NaN

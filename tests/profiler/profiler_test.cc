@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <iomanip>
@@ -20,6 +21,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "depengine/engine.h"
 
@@ -476,6 +478,43 @@ TEST(ProfilerEnv, ProfilePathThatCannotBeWrittenIsReportedAtDestruction) {
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_THAT(err, ::testing::HasSubstr("DEPENGINE_PROFILE"));
   EXPECT_THAT(err, ::testing::HasSubstr("/dev/full"));
+}
+
+// A trace path that cannot be written is refused when the engine is created,
+// naming the path and the reason, instead of losing the run's trace at the
+// engine's destruction (before: only a line on stderr then).
+TEST(ProfilerEnv, ProfilePathThatCannotBeWrittenIsRefusedAtCreation) {
+  const std::string dir = TempPath("refused_dir");
+  std::filesystem::create_directories(dir);
+  const std::string file = dir + "/a_file";
+  std::ofstream(file) << "x";
+  const std::pair<std::string, std::string> cases[] = {
+      {dir + "/no_such_dir/trace.json", std::strerror(ENOENT)},
+      {dir, "is a directory"},
+      {file + "/trace.json", std::strerror(ENOTDIR)},
+  };
+  for (EngineKind kind : {EngineKind::kNaive, EngineKind::kPooled, EngineKind::kPerDevice}) {
+    for (const auto& [path, reason] : cases) {
+      EngineOptions o;
+      o.kind = kind;
+      o.profile_path = path;
+      try {
+        auto e = CreateEngine(o);
+        ADD_FAILURE() << EngineKindName(kind) << ": no error for profile_path " << path;
+      } catch (const std::invalid_argument& error) {
+        EXPECT_THAT(error.what(), ::testing::HasSubstr("'" + path + "'"));
+        EXPECT_THAT(error.what(), ::testing::HasSubstr(reason));
+      }
+    }
+  }
+  // A file that does not exist yet in a writable directory is fine.
+  EngineOptions o;
+  o.profile_path = dir + "/trace.json";
+  auto e = CreateEngine(o);
+  RunSeedProgram(*e);
+  e.reset();
+  EXPECT_TRUE(std::filesystem::exists(o.profile_path));
+  std::filesystem::remove_all(dir);
 }
 
 // Bug: the record's seq, which orders the graph, was taken before the push
