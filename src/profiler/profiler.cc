@@ -10,6 +10,7 @@
 #include <iomanip>
 #include <locale>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
@@ -263,9 +264,17 @@ std::int64_t NowNs() {
 }
 
 // An append-only array of records: written by one thread, read by dumps.
+// A buffer's first chunk is small and each next one twice as large, up to
+// kMaxCapacity: a thread that records a function or two (one that finished
+// a callback) keeps a few hundred bytes, not a full chunk, for as long as
+// the engine lives.
 struct Profiler::Chunk {
-  static constexpr int kCapacity = 1024;
-  ProfileRecord* items[kCapacity];
+  static constexpr int kFirstCapacity = 16;
+  static constexpr int kMaxCapacity = 1024;
+  explicit Chunk(int capacity_in)
+      : capacity(capacity_in), items(std::make_unique<ProfileRecord*[]>(capacity_in)) {}
+  const int capacity;  // set before the chunk is published
+  const std::unique_ptr<ProfileRecord*[]> items;
   std::atomic<int> count{0};          // release by the writer, acquire by readers
   std::atomic<Chunk*> next{nullptr};  // likewise
 };
@@ -284,8 +293,8 @@ struct Profiler::Buffer {
   }
   void Append(ProfileRecord* r) {
     int n = tail->count.load(std::memory_order_relaxed);
-    if (n == Chunk::kCapacity) {
-      auto* c = new Chunk;
+    if (n == tail->capacity) {
+      auto* c = new Chunk(std::min(2 * tail->capacity, Chunk::kMaxCapacity));
       tail->next.store(c, std::memory_order_release);
       tail = c;
       n = 0;
@@ -369,7 +378,7 @@ Profiler::Slot Profiler::ThisThreadSlot() {
     std::lock_guard<std::mutex> lock(mu_);
     if (exited_buffer_ == nullptr) {
       auto buf = std::make_unique<Buffer>();
-      buf->head = buf->tail = new Chunk;
+      buf->head = buf->tail = new Chunk(Chunk::kFirstCapacity);
       exited_buffer_ = buf.get();
       buffers_.push_back(std::move(buf));
       rows_.emplace_back("exiting threads");
@@ -386,7 +395,7 @@ Profiler::Slot Profiler::ThisThreadSlot() {
   }
   const std::string& row_name = t->pool_profiler_id == id_ ? t->pool_name : t->name;
   auto buf = std::make_unique<Buffer>();
-  buf->head = buf->tail = new Chunk;
+  buf->head = buf->tail = new Chunk(Chunk::kFirstCapacity);
   Buffer* raw = buf.get();
   int row;
   {

@@ -23,12 +23,17 @@
 #include <thread>
 #include <utility>
 
+#include "alloc_counter.h"
 #include "depengine/engine.h"
 
 namespace depengine {
 namespace {
 
 using nlohmann::json;
+using test::AllocationCountingAvailable;
+using test::CountedAllocationBytes;
+using test::StartCountingAllocations;
+using test::StopCountingAllocations;
 
 std::string TempPath(const std::string& name) {
   return "/tmp/depengine_profiler_" + std::to_string(getpid()) + "_" + name;
@@ -478,6 +483,31 @@ TEST(ProfilerEnv, ProfilePathThatCannotBeWrittenIsReportedAtDestruction) {
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_THAT(err, ::testing::HasSubstr("DEPENGINE_PROFILE"));
   EXPECT_THAT(err, ::testing::HasSubstr("/dev/full"));
+}
+
+// Each thread that records gets a buffer of its own, kept while the engine
+// lives (its records are in it). A thread that records one function (a
+// program whose threads each finish a callback) used to take a whole
+// 1,024-entry chunk, 8 KB: a program that makes threads kept 8 KB per thread.
+TEST(ProfilerMemory, ThreadThatRecordsOneFunctionKeepsLittle) {
+  if (!AllocationCountingAvailable()) GTEST_SKIP() << "a sanitizer build owns operator new";
+  EngineOptions o;
+  o.cpu_worker_threads = 2;
+  auto e = CreateEngine(o);
+  SetProfiling(*e, true);
+  constexpr int kThreads = 64;
+  StartCountingAllocations();
+  for (int i = 0; i < kThreads; ++i) {
+    // A kAsync function with nothing to wait for runs on the pushing thread.
+    std::thread([&] {
+      e->PushSync([](RunContext) {}, Context::CPU(), {}, {}, FnProperty::kAsync, 0, "one");
+    }).join();
+  }
+  StopCountingAllocations();
+  EXPECT_LT(CountedAllocationBytes(), kThreads * 2048L)
+      << "bytes allocated for " << kThreads << " threads that recorded one function each";
+  e->WaitForAll();
+  EXPECT_EQ(ProfiledFunctionCount(*e), static_cast<std::size_t>(kThreads));
 }
 
 // A trace path that cannot be written is refused when the engine is created,
