@@ -1,8 +1,24 @@
-# Installs depengine from BUILD_DIR into a scratch prefix under WORK_DIR,
-# then configures, builds and runs the consumer project in CONSUMER_SOURCE
-# against that prefix with find_package(depengine). Run with cmake -P; see
-# tests/CMakeLists.txt for the variables.
-foreach(var BUILD_DIR WORK_DIR CONSUMER_SOURCE GENERATOR CXX_COMPILER)
+# Consumer tests, run with cmake -P; see tests/CMakeLists.txt for the
+# variables. MODE selects what a user's project does with depengine:
+#   install (default): installs depengine from BUILD_DIR into a scratch
+#     prefix under WORK_DIR, then configures, builds and runs the consumer
+#     project in CONSUMER_SOURCE against that prefix with
+#     find_package(depengine).
+#   subproject: configures the parent project in CONSUMER_SOURCE, which adds
+#     depengine's source tree (SOURCE_DIR) with add_subdirectory and checks,
+#     at configure time, what that does to the parent.
+if(NOT MODE)
+  set(MODE install)
+endif()
+set(required WORK_DIR CONSUMER_SOURCE GENERATOR CXX_COMPILER)
+if(MODE STREQUAL "install")
+  list(APPEND required BUILD_DIR)
+elseif(MODE STREQUAL "subproject")
+  list(APPEND required SOURCE_DIR)
+else()
+  message(FATAL_ERROR "run_install_test.cmake: unknown MODE '${MODE}' (install or subproject)")
+endif()
+foreach(var ${required})
   if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
     message(FATAL_ERROR "run_install_test.cmake: ${var} is not set")
   endif()
@@ -20,6 +36,16 @@ function(run_step what)
   endif()
   message(STATUS "${what}: ok")
 endfunction()
+
+if(MODE STREQUAL "subproject")
+  # No CMAKE_BUILD_TYPE: the parent leaves it empty, and depengine must not
+  # choose one for it.
+  run_step("configure parent project" ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${consumer_build}
+    -G ${GENERATOR}
+    -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+    -DDEPENGINE_SOURCE_DIR=${SOURCE_DIR})
+  return()
+endif()
 
 run_step("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 
