@@ -67,9 +67,11 @@ run_step("configure consumer" ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${consum
   -DCMAKE_PREFIX_PATH=${prefix}
   -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
   "-DCMAKE_CXX_FLAGS=${flags}"
-  "-DCMAKE_EXE_LINKER_FLAGS=${flags}")
+  "-DCMAKE_EXE_LINKER_FLAGS=${flags}"
+  "-DCMAKE_SHARED_LINKER_FLAGS=${flags}")
 run_step("build consumer" ${CMAKE_COMMAND} --build ${consumer_build} -j 1)
 run_step("run consumer" ${consumer_build}/consumer)
+run_step("run shared library consumer" ${consumer_build}/shared_consumer)
 if(EXISTS ${consumer_build}/ops_consumer)
   run_step("run ops consumer" ${consumer_build}/ops_consumer)
 elseif(OPS_EXPECTED)
