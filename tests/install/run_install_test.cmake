@@ -47,7 +47,28 @@ if(MODE STREQUAL "subproject")
   return()
 endif()
 
-run_step("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+# Installed in one place and used from another: the installed package must
+# be relocatable (no absolute paths into the install prefix).
+run_step("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/install-prefix)
+file(RENAME ${WORK_DIR}/install-prefix ${prefix})
+
+# find_package as users call it (tests/install/package): components and
+# versions, then on a machine without OpenBLAS (pkg-config and FindBLAS both
+# see none), where the engine must still be found and depengine::ops not.
+set(expect_ops 0)
+if(OPS_EXPECTED)
+  set(expect_ops 1)
+endif()
+set(package_checks ${CONSUMER_SOURCE}/package)
+run_step("find_package checks" ${CMAKE_COMMAND} -S ${package_checks} -B ${WORK_DIR}/package
+  -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_PREFIX_PATH=${prefix}
+  -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DEXPECT_OPS=${expect_ops})
+file(MAKE_DIRECTORY ${WORK_DIR}/no-pkgconfig)
+run_step("find_package checks without OpenBLAS" ${CMAKE_COMMAND} -E env --unset=PKG_CONFIG_PATH
+  PKG_CONFIG_LIBDIR=${WORK_DIR}/no-pkgconfig
+  ${CMAKE_COMMAND} -S ${package_checks} -B ${WORK_DIR}/package-no-blas --no-warn-unused-cli
+  -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_PREFIX_PATH=${prefix}
+  -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_DISABLE_FIND_PACKAGE_BLAS=ON -DEXPECT_OPS=0)
 
 # The library is static: a sanitizer build must link the consumer with the
 # same sanitizer runtime.
