@@ -44,6 +44,13 @@ if(MODE STREQUAL "subproject")
     -G ${GENERATOR}
     -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
     -DDEPENGINE_SOURCE_DIR=${SOURCE_DIR})
+  # A parent that also builds depengine's tests and benchmarks.
+  run_step("configure parent project with depengine's tests" ${CMAKE_COMMAND}
+    -S ${CONSUMER_SOURCE} -B ${consumer_build}-with-tests
+    -G ${GENERATOR}
+    -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+    -DDEPENGINE_SOURCE_DIR=${SOURCE_DIR}
+    -DDEPENGINE_BUILD_TESTS=ON -DDEPENGINE_BUILD_BENCH=ON -DWITH_DEPENGINE_TESTS=ON)
   return()
 endif()
 
