@@ -51,6 +51,16 @@ if(MODE STREQUAL "subproject")
     -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
     -DDEPENGINE_SOURCE_DIR=${SOURCE_DIR}
     -DDEPENGINE_BUILD_TESTS=ON -DDEPENGINE_BUILD_BENCH=ON -DWITH_DEPENGINE_TESTS=ON)
+  # A parent on a machine without OpenBLAS (pkg-config and FindBLAS both
+  # see none) that uses only the engine.
+  file(MAKE_DIRECTORY ${WORK_DIR}/no-pkgconfig)
+  run_step("configure parent project without OpenBLAS" ${CMAKE_COMMAND} -E env
+    --unset=PKG_CONFIG_PATH PKG_CONFIG_LIBDIR=${WORK_DIR}/no-pkgconfig
+    ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${consumer_build}-no-blas
+    -G ${GENERATOR}
+    -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+    -DDEPENGINE_SOURCE_DIR=${SOURCE_DIR}
+    -DCMAKE_DISABLE_FIND_PACKAGE_BLAS=ON -DNO_BLAS=ON)
   return()
 endif()
 
