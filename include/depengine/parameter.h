@@ -8,14 +8,14 @@
 //     TShape kernel;
 //     int pool_type;
 //     static const ParamSchema<PoolingParam>& Schema() {
-//       static const ParamSchema<PoolingParam> s = [] {
+//       static const ParamSchema<PoolingParam> schema = [] {
 //         ParamSchema<PoolingParam> s;
 //         s.Field("kernel", &PoolingParam::kernel).describe("pooling window (h,w)");
 //         s.Field("pool_type", &PoolingParam::pool_type)
 //             .add_enum("max", 0).add_enum("avg", 1).set_default(0);
 //         return s;
 //       }();
-//       return s;
+//       return schema;
 //     }
 //   };
 //   PoolingParam p;
@@ -221,8 +221,12 @@ class ParamField final : public internal::FieldBase<P> {
   }
   void SetDefault(P* p) const override { p->*member_ = default_; }
   std::string Format(const P& p) const override {
-    for (const auto& [n, ev] : enum_) {
-      if (ev == p.*member_) return n;
+    // Enumerations are integer fields only (add_enum): no floating-point
+    // == in a user's build (-Wfloat-equal).
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      for (const auto& [n, ev] : enum_) {
+        if (ev == p.*member_) return n;
+      }
     }
     return internal::FormatValue(p.*member_);
   }

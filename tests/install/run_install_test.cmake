@@ -1,8 +1,24 @@
-# Installs depengine from BUILD_DIR into a scratch prefix under WORK_DIR,
-# then configures, builds and runs the consumer project in CONSUMER_SOURCE
-# against that prefix with find_package(depengine). Run with cmake -P; see
-# tests/CMakeLists.txt for the variables.
-foreach(var BUILD_DIR WORK_DIR CONSUMER_SOURCE GENERATOR CXX_COMPILER)
+# Consumer tests, run with cmake -P; see tests/CMakeLists.txt for the
+# variables. MODE selects what a user's project does with depengine:
+#   install (default): installs depengine from BUILD_DIR into a scratch
+#     prefix under WORK_DIR, then configures, builds and runs the consumer
+#     project in CONSUMER_SOURCE against that prefix with
+#     find_package(depengine).
+#   subproject: configures the parent project in CONSUMER_SOURCE, which adds
+#     depengine's source tree (SOURCE_DIR) with add_subdirectory and checks,
+#     at configure time, what that does to the parent.
+if(NOT MODE)
+  set(MODE install)
+endif()
+set(required WORK_DIR CONSUMER_SOURCE GENERATOR CXX_COMPILER)
+if(MODE STREQUAL "install")
+  list(APPEND required BUILD_DIR)
+elseif(MODE STREQUAL "subproject")
+  list(APPEND required SOURCE_DIR)
+else()
+  message(FATAL_ERROR "run_install_test.cmake: unknown MODE '${MODE}' (install or subproject)")
+endif()
+foreach(var ${required})
   if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
     message(FATAL_ERROR "run_install_test.cmake: ${var} is not set")
   endif()
@@ -21,14 +37,61 @@ function(run_step what)
   message(STATUS "${what}: ok")
 endfunction()
 
-run_step("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
-
-# The library is static: a sanitizer build must link the consumer with the
-# same sanitizer runtime.
-set(flags "")
-if(SANITIZE)
-  set(flags "-fsanitize=${SANITIZE}")
+if(MODE STREQUAL "subproject")
+  # No CMAKE_BUILD_TYPE: the parent leaves it empty, and depengine must not
+  # choose one for it.
+  run_step("configure parent project" ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${consumer_build}
+    -G ${GENERATOR}
+    -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+    -DDEPENGINE_SOURCE_DIR=${SOURCE_DIR})
+  # A parent that also builds depengine's tests and benchmarks.
+  run_step("configure parent project with depengine's tests" ${CMAKE_COMMAND}
+    -S ${CONSUMER_SOURCE} -B ${consumer_build}-with-tests
+    -G ${GENERATOR}
+    -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+    -DDEPENGINE_SOURCE_DIR=${SOURCE_DIR}
+    -DDEPENGINE_BUILD_TESTS=ON -DDEPENGINE_BUILD_BENCH=ON -DWITH_DEPENGINE_TESTS=ON)
+  # A parent on a machine without OpenBLAS (pkg-config and FindBLAS both
+  # see none) that uses only the engine.
+  file(MAKE_DIRECTORY ${WORK_DIR}/no-pkgconfig)
+  run_step("configure parent project without OpenBLAS" ${CMAKE_COMMAND} -E env
+    --unset=PKG_CONFIG_PATH PKG_CONFIG_LIBDIR=${WORK_DIR}/no-pkgconfig
+    ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${consumer_build}-no-blas
+    -G ${GENERATOR}
+    -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+    -DDEPENGINE_SOURCE_DIR=${SOURCE_DIR}
+    -DCMAKE_DISABLE_FIND_PACKAGE_BLAS=ON -DNO_BLAS=ON)
+  return()
 endif()
+
+# Installed in one place and used from another: the installed package must
+# be relocatable (no absolute paths into the install prefix).
+run_step("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/install-prefix)
+file(RENAME ${WORK_DIR}/install-prefix ${prefix})
+
+# find_package as users call it (tests/install/package): components and
+# versions, then on a machine without OpenBLAS (pkg-config and FindBLAS both
+# see none), where the engine must still be found and depengine::ops not.
+set(expect_ops 0)
+if(OPS_EXPECTED)
+  set(expect_ops 1)
+endif()
+set(package_checks ${CONSUMER_SOURCE}/package)
+run_step("find_package checks" ${CMAKE_COMMAND} -S ${package_checks} -B ${WORK_DIR}/package
+  -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_PREFIX_PATH=${prefix}
+  -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DEXPECT_OPS=${expect_ops})
+file(MAKE_DIRECTORY ${WORK_DIR}/no-pkgconfig)
+run_step("find_package checks without OpenBLAS" ${CMAKE_COMMAND} -E env --unset=PKG_CONFIG_PATH
+  PKG_CONFIG_LIBDIR=${WORK_DIR}/no-pkgconfig
+  ${CMAKE_COMMAND} -S ${package_checks} -B ${WORK_DIR}/package-no-blas --no-warn-unused-cli
+  -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_PREFIX_PATH=${prefix}
+  -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_DISABLE_FIND_PACKAGE_BLAS=ON -DEXPECT_OPS=0)
+
+# A sanitizer build of depengine: the consumer is built with no sanitizer
+# flag, as by a user who does not know how depengine was built, and links
+# because depengine::depengine brings its sanitizer runtime (an INTERFACE
+# link option). CONSUMER_SANITIZE is for the one program that only links a
+# shared library of the consumer's (tests/install/CMakeLists.txt).
 set(build_type Release)
 if(BUILD_TYPE)
   set(build_type ${BUILD_TYPE})
@@ -40,10 +103,10 @@ run_step("configure consumer" ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${consum
   -DCMAKE_BUILD_TYPE=${build_type}
   -DCMAKE_PREFIX_PATH=${prefix}
   -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
-  "-DCMAKE_CXX_FLAGS=${flags}"
-  "-DCMAKE_EXE_LINKER_FLAGS=${flags}")
+  "-DCONSUMER_SANITIZE=${SANITIZE}")
 run_step("build consumer" ${CMAKE_COMMAND} --build ${consumer_build} -j 1)
 run_step("run consumer" ${consumer_build}/consumer)
+run_step("run shared library consumer" ${consumer_build}/shared_consumer)
 if(EXISTS ${consumer_build}/ops_consumer)
   run_step("run ops consumer" ${consumer_build}/ops_consumer)
 elseif(OPS_EXPECTED)

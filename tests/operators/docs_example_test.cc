@@ -16,13 +16,13 @@ using namespace depengine;
 struct ScaleParam {
   double factor = 1;
   static const ParamSchema<ScaleParam>& Schema() {
-    static const ParamSchema<ScaleParam> s = [] {
+    static const ParamSchema<ScaleParam> schema = [] {
       ParamSchema<ScaleParam> s;
       s.Field("factor", &ScaleParam::factor).set_default(1.0).set_lower_bound(0.0)
           .describe("the multiplier");
       return s;
     }();
-    return s;
+    return schema;
   }
 };
 
