@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -32,7 +33,10 @@ std::string WorkerThreadOsName(const std::string& pool_name, int index) {
   // whole index, so the threads of one pool stay apart, and loses the end of
   // the pool's name instead.
   constexpr std::size_t kMaxLength = 15;
-  const std::string suffix = "/" + std::to_string(index);
+  // Not "/" + std::to_string(index): GCC 12 warns (-Wrestrict) on it, wrongly.
+  char suffix_chars[16];
+  std::snprintf(suffix_chars, sizeof suffix_chars, "/%d", index);
+  const std::string suffix = suffix_chars;
   if (pool_name.size() + suffix.size() <= kMaxLength) return pool_name + suffix;
   const std::size_t keep = suffix.size() < kMaxLength ? kMaxLength - suffix.size() : 0;
   std::string prefix = pool_name.substr(0, keep);

@@ -14,7 +14,7 @@ enum ActType { kReLU, kSigmoid, kTanh };
 struct ActivationParam {
   int act_type = kReLU;
   static const ParamSchema<ActivationParam>& Schema() {
-    static const ParamSchema<ActivationParam> s = [] {
+    static const ParamSchema<ActivationParam> schema = [] {
       ParamSchema<ActivationParam> s;
       s.Field("act_type", &ActivationParam::act_type)
           .add_enum("relu", kReLU)
@@ -23,7 +23,7 @@ struct ActivationParam {
           .describe("the activation function");
       return s;
     }();
-    return s;
+    return schema;
   }
 };
 

@@ -13,7 +13,7 @@ namespace {
 struct DropoutParam {
   double p = 0.5;
   static const ParamSchema<DropoutParam>& Schema() {
-    static const ParamSchema<DropoutParam> s = [] {
+    static const ParamSchema<DropoutParam> schema = [] {
       ParamSchema<DropoutParam> s;
       s.Field("p", &DropoutParam::p)
           .set_default(0.5)
@@ -21,7 +21,7 @@ struct DropoutParam {
           .describe("drop probability");
       return s;
     }();
-    return s;
+    return schema;
   }
 };
 

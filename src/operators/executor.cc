@@ -652,11 +652,11 @@ OprHandle Executor::Impl::BuildForward(int n, bool is_train) {
   AsyncFn fn = [op = r.op, name = r.name, in, out, aux, req = r.fwd_req, res = r.fwd_res, is_train](
                    RunContext rctx, CallbackOnComplete done) {
     try {
-      OpContext ctx;
-      ctx.is_train = is_train;
-      ctx.run_ctx = rctx;
-      ctx.requested = res;
-      op->Forward(ctx, in, req, out, aux);
+      OpContext op_ctx;
+      op_ctx.is_train = is_train;
+      op_ctx.run_ctx = rctx;
+      op_ctx.requested = res;
+      op->Forward(op_ctx, in, req, out, aux);
     } catch (...) {
       done(std::current_exception());
       return;
@@ -700,11 +700,11 @@ OprHandle Executor::Impl::BuildBackward(int n) {
   AsyncFn fn = [op = r.op, name = r.name, og, in, out, ig, aux, req = r.bwd_req, res = r.bwd_res](
                    RunContext rctx, CallbackOnComplete done) {
     try {
-      OpContext ctx;
-      ctx.is_train = 1;
-      ctx.run_ctx = rctx;
-      ctx.requested = res;
-      op->Backward(ctx, og, in, out, req, ig, aux);
+      OpContext op_ctx;
+      op_ctx.is_train = 1;
+      op_ctx.run_ctx = rctx;
+      op_ctx.requested = res;
+      op->Backward(op_ctx, og, in, out, req, ig, aux);
     } catch (...) {
       done(std::current_exception());
       return;

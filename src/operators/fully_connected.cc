@@ -12,7 +12,7 @@ struct FullyConnectedParam {
   bool no_bias = false;
   bool flatten = true;
   static const ParamSchema<FullyConnectedParam>& Schema() {
-    static const ParamSchema<FullyConnectedParam> s = [] {
+    static const ParamSchema<FullyConnectedParam> schema = [] {
       ParamSchema<FullyConnectedParam> s;
       s.Field("num_hidden", &FullyConnectedParam::num_hidden)
           .set_lower_bound(1)
@@ -25,7 +25,7 @@ struct FullyConnectedParam {
           .describe("flatten all but the first input axis (else apply to the last axis)");
       return s;
     }();
-    return s;
+    return schema;
   }
 };
 

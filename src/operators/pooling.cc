@@ -21,7 +21,7 @@ struct PoolingParam {
   TShape stride;
   TShape pad;
   static const ParamSchema<PoolingParam>& Schema() {
-    static const ParamSchema<PoolingParam> s = [] {
+    static const ParamSchema<PoolingParam> schema = [] {
       ParamSchema<PoolingParam> s;
       s.Field("kernel", &PoolingParam::kernel).describe("window size (h,w)");
       s.Field("pool_type", &PoolingParam::pool_type)
@@ -34,7 +34,7 @@ struct PoolingParam {
           .describe("zero padding (h,w), smaller than kernel in each dimension");
       return s;
     }();
-    return s;
+    return schema;
   }
 };
 

@@ -11,7 +11,7 @@
 namespace depengine {
 
 const ParamSchema<SGDParam>& SGDParam::Schema() {
-  static const ParamSchema<SGDParam> s = [] {
+  static const ParamSchema<SGDParam> schema = [] {
     ParamSchema<SGDParam> s;
     s.Field("lr", &SGDParam::lr).set_default(0.01).set_lower_bound(0.0).describe("learning rate");
     s.Field("wd", &SGDParam::wd).set_default(0.0).set_lower_bound(0.0).describe("weight decay");
@@ -23,7 +23,7 @@ const ParamSchema<SGDParam>& SGDParam::Schema() {
         .describe("< 0: no clipping");
     return s;
   }();
-  return s;
+  return schema;
 }
 
 namespace {

@@ -19,7 +19,7 @@ struct SoftmaxOutputParam {
   double grad_scale = 1;
   int normalization = kNull;
   static const ParamSchema<SoftmaxOutputParam>& Schema() {
-    static const ParamSchema<SoftmaxOutputParam> s = [] {
+    static const ParamSchema<SoftmaxOutputParam> schema = [] {
       ParamSchema<SoftmaxOutputParam> s;
       s.Field("grad_scale", &SoftmaxOutputParam::grad_scale)
           .set_default(1.0)
@@ -31,7 +31,7 @@ struct SoftmaxOutputParam {
           .describe("batch: divide the gradient by the batch size");
       return s;
     }();
-    return s;
+    return schema;
   }
 };
 
