@@ -11,6 +11,7 @@
 # median of 5 (after 1 warm-up), efficiencies, the pusher's CPU per function,
 # and the per-round ratios depengine / prototype.
 # Usage: [BUILD=build] [VARIANTS="H S P"] bench/experiments/ticket_w4_interleaved.sh [ROUNDS=3] [OUTDIR]
+# (ANALYZE_ONLY=1: only print the summary of the runs already in OUTDIR.)
 # (from the repository root, after ninja -C $BUILD depengine-bench
 # depengine-ticket-proto).
 set -eu
@@ -23,6 +24,7 @@ D=$BUILD/bench/depengine-bench
 mkdir -p "$OUT"
 w4() { for t in 0 1 10; do $P --only=W4 --t=$t "$@" | grep '^| W4'; done; }
 for r in $(seq 1 "$ROUNDS"); do
+  [ -n "${ANALYZE_ONLY:-}" ] && break
   echo "round $r $(date +%T) load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/log.txt"
   w4 --resume=home --steal > "$OUT/A$r.txt"
   $D --only=W4 --engines=per-device --workers=2 --no-memory > "$OUT/B$r.txt" 2>/dev/null
@@ -73,7 +75,13 @@ show('depengine per-device', B)
 for v in variants:
     R = {r: proto(f'{d}/{v}{r}.txt') for r in rounds}
     show('prototype ' + R[1][0][2], R)
+for tag in ['A'] + variants:
+    R = A if tag == 'A' else {r: proto(f'{d}/{tag}{r}.txt') for r in rounds}
+    for t in (0, 1, 10):
+        rs = [B[r][t] / R[r][t][0] for r in rounds]
+        print(f'ratio depengine / prototype {R[1][t][2]} wall, T={t}: median {st.median(rs):.2f}  rounds {[round(x, 2) for x in rs]}')
+# Cores the prototype's process had: its CPU time over wall time, per round.
 for t in (0, 1, 10):
-    rs = [B[r][t] / A[r][t][0] for r in rounds]
-    print(f'ratio depengine / prototype wall, T={t}: median {st.median(rs):.2f}  rounds {[round(x, 2) for x in rs]}')
+    c = [A[r][t][3] / A[r][t][0] for r in rounds]
+    print(f'prototype {A[1][t][2]} CPU / wall, T={t}: {[round(x, 2) for x in c]}')
 PY
