@@ -18,7 +18,7 @@ set -eu
 ROUNDS=${1:-3}
 OUT=${2:-$(mktemp -d /tmp/ticket-w4.XXXXXX)}
 BUILD=${BUILD:-build}
-VARIANTS=${VARIANTS:-H S P}
+VARIANTS=${VARIANTS-H S P}
 P=$BUILD/bench/depengine-ticket-proto
 D=$BUILD/bench/depengine-bench
 mkdir -p "$OUT"
