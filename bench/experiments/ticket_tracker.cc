@@ -1,30 +1,34 @@
 // depengine-ticket-proto: a self-contained prototype of a "ticket" dependency
-// tracker, measured on W1, W2 and W5 of WORKLOADS.md against a no-tracking
+// tracker, measured on W1, W2, W4 and W5 of WORKLOADS.md against a no-tracking
 // handoff floor. It does not use the library; see the last section of
 // docs/design.md ("A ticket tracker: measured prototype") for the design and
 // the figures.
 //
-// Scope: one pushing thread (the main thread), functions that write one var
-// (no reads, no multi-var functions, no priorities, no failures). Every
-// shared field says what protects it.
+// Scope: one pushing thread (the main thread); functions with up to 5 vars,
+// read (const) or written, at least one; no priorities, no failures. W4
+// (random DAG: 2 reads and 1 write per function) runs too; see "W4 with
+// reads and several vars" in docs/design.md. Every shared field says what
+// protects it.
 //
 // The idea: the pusher never loads from, and never does a locked
 // read-modify-write on, a cache line that a worker writes, in the common
 // case.
-//  - A var has a pusher side (`next_ticket`, the ticket the next push gets;
-//    only the pusher touches it) and a worker side (`done`, the number of
-//    the var's functions completed; only workers touch it), 128 bytes apart.
+//  - A var has a pusher side (`writes_pushed`, the ticket the next write
+//    gets; only the pusher touches it) and a worker side (`state`, the number
+//    of the var's functions completed; only workers touch it), 128 bytes
+//    apart. (With reads both count writes and reads: see below; a "ticket"
+//    of a write-only var is its write count, shifted left 32 bits.)
 //  - A push stamps the function with its var's next ticket and writes it,
 //    closure included, into a slot of one worker's single-producer /
 //    single-consumer ring: no block pool, no free list, no links. The pusher
 //    publishes its tail every `--batch` pushes and reloads the worker's head
 //    only when its cached copy says the ring is full, so freed slots come
 //    back in batches.
-//  - A worker that takes a slot runs it if `done == ticket`, then stores
-//    done = ticket + 1. Otherwise it parks the function on the var (a list
+//  - A worker that takes a slot runs it if `state == ticket`, then stores
+//    the next ticket. Otherwise it parks the function on the var (a list
 //    under a spin lock only workers take), and whoever completes the
 //    previous ticket runs it. The park / complete race is a Dekker handshake
-//    on (done, has_parked), both seq_cst: worker side only.
+//    on (state, has_parked), both seq_cst: worker side only.
 //  - Ring choice (`--policy`): `affinity` sends a function to its var's home
 //    worker (vars get homes round robin at creation), so a var's functions
 //    reach one worker in push order and never park; `rr` deals functions to
@@ -49,14 +53,37 @@
 //    the figure is cross-core traffic, which on this VM costs 60-250 ns per
 //    line handoff depending on the other tenants' load.
 //
+// Reads and several vars (W4):
+//  - The pusher side counts writes pushed and reads pushed since the last
+//    write. A write is stamped (W, R), a read (W, 0), packed as
+//    (W << 32) | R. The worker side is one word, state = (writes done, reads
+//    done since the last write): a write is due when state == its stamp, a
+//    read when state's write count is W. A write completes with a store of
+//    (W + 1, 0), a read with a fetch_add(1) (among workers only).
+//  - A function with several vars takes two ring slots (vars 1-4 in the
+//    second). A worker checks its vars in order (writes first); on the first
+//    one not due it moves the function to a pooled node and parks it on that
+//    var (a list sorted by stamp, so the due functions are a prefix). A
+//    completer that finds has_parked set pops the due prefix and resumes each
+//    node from its next var: exactly one thread takes a node off a list, so
+//    exactly one runs it.
+//  - Resumed nodes go to a ready list, run before the ring. `--resume=here`
+//    (default): the completer's own; `--resume=home`: the ready list of the
+//    worker whose ring the function came from (the affinity worker), under a
+//    spin lock; `--steal`: an idle worker takes half of another's ready list.
+//    W4 needs home + steal: with `here`, one worker runs nearly everything
+//    (the completer of a var runs its successors) while the other idles.
+//
 // Correctness: every repetition checks its counters (WORKLOADS.md), and the
 // program runs clean under -fsanitize=thread, with `--park-delay` widening
 // the park / complete race so that the parker's take-back path runs.
 #include <sched.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -65,6 +92,7 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -123,6 +151,19 @@ struct Options {
   // mixed, all of it with split).
   int pin = 0;
   bool wait_sleeps = true;  // --wait=sleep: the pusher's waits sleep on a futex; spin: spin + yield
+  // --steal: an idle worker takes half of another worker's ready list (the
+  // functions that other worker's completions resumed); ready lists are then
+  // under a spin lock.
+  bool steal = false;
+  // --resume=home: a completer hands each function it makes due to the
+  // worker whose ring it came from (its ready list, under a lock); default
+  // (here): the completer runs it.
+  bool resume_home = false;
+  // --resume=mixed: home, but a completer with nothing ready keeps one.
+  bool resume_mixed = false;
+  int t_us = 0;              // W4: the body's spin, microseconds
+  std::size_t n4 = 200'000;  // W4 functions
+  std::size_t v4 = 1000;     // W4 vars
 };
 
 void PinTo(int cpu) {
@@ -146,28 +187,61 @@ class SpinLock {
 };
 
 struct Opr;
+struct Var;
 
-// A function parked on its var until the var's previous ticket completes.
-struct Parked {
+// Vars per function: var 0 in the head slot, up to 4 more in an extension
+// slot that follows it in the ring.
+constexpr int kMaxVars = 5;
+constexpr int kMaxWorkers = 16;
+// One write in a stamp or a state word: (writes << 32) | reads.
+constexpr std::uint64_t kEpoch = std::uint64_t{1} << 32;
+
+// A function's stamp on a var, and the var's worker-side state word, are both
+// (writes, reads) packed as (writes << 32) | reads. A write stamped (W, R) --
+// W writes and R reads pushed on the var before it since the last write -- is
+// due when the state is exactly (W, R). A read stamped (W, 0) is due when the
+// state's write count is W, whatever the other reads of its epoch have done.
+// Once due, a stamp stays due until its own function completes: nothing else
+// can move the write count, and the next write waits for this read.
+inline bool Due(std::uint64_t state, std::uint64_t stamp, bool read) {
+  return read ? (state >> 32) == (stamp >> 32) : state == stamp;
+}
+
+// A function that left its ring slot: parked on the first of its vars that
+// was not due for it, or resumed (on a worker's ready list) by the completer
+// that made that var due. Nodes are pooled per worker.
+struct Node {
   Fn fn;  // empty when `opr` is set
   Opr* opr;
-  std::uint64_t ticket;
-  Parked* next;  // guarded by the var's park_lock
+  Node* next;  // guarded by the list it is on: a var's park_lock, or a ready list's owner /
+               // ready_lock
+  std::uint8_t nvars;
+  std::uint8_t readmask;  // bit i: var i is read (const)
+  std::uint8_t idx;       // parked: the var it waits on; resumed: the first var not yet checked
+  std::uint8_t home;      // the worker whose ring it came from
+  Var* var[kMaxVars];
+  std::uint64_t stamp[kMaxVars];
 };
 
 struct Var {
   // Pusher side: the pushing thread only.
-  alignas(128) std::uint64_t next_ticket = 0;
+  alignas(128) std::uint64_t writes_pushed = 0;
+  std::uint64_t reads_since = 0;    // reads pushed since the last write
   std::uint64_t magic = kVarMagic;  // a handle check, as the engine's
   std::uint32_t home = 0;
-  // Worker side: workers only. `done` is stored only by the thread that ran
-  // ticket done - 1 (single writer); loaded by any worker (acquire pairs
-  // with that store, so a function sees its predecessor's effects).
-  alignas(128) std::atomic<std::uint64_t> done{0};
-  std::atomic<bool> has_parked{false};  // written under park_lock; seq_cst (Dekker with done)
+  // Worker side: workers only. `state` = (writes done, reads done since the
+  // last write). A write's completion stores (W + 1, 0): while a write runs no
+  // other function of the var can run, so it is the only writer then. A
+  // read's completion is a fetch_add(1) (the epoch's readers may finish
+  // together): a locked RMW, but among workers; the pusher never touches this
+  // line. Both seq_cst (Dekker with has_parked); loaded acquire by the next
+  // function, which so sees its predecessors' effects (a read-completion
+  // fetch_add continues the release sequence of every earlier one).
+  alignas(128) std::atomic<std::uint64_t> state{0};
+  std::atomic<bool> has_parked{false};  // written under park_lock; seq_cst (Dekker with state)
   SpinLock park_lock;
-  Parked* parked_head = nullptr;  // sorted by ticket; park_lock
-  Parked* parked_tail = nullptr;  // park_lock
+  Node* parked_head = nullptr;  // sorted by this var's stamp (push order on it); park_lock
+  Node* parked_tail = nullptr;  // park_lock
 };
 static_assert(sizeof(Var) == 256);
 
@@ -179,20 +253,31 @@ struct Opr {
 
 // One pushed function, in place in a worker's ring. The worker reads it and
 // never writes it, so the pusher's next write of the slot finds the line
-// shared, not modified on the other core.
+// shared, not modified on the other core. A function with several vars takes
+// two slots: this head, then a SlotExt with vars 1..nvars-1.
 struct alignas(64) Slot {
   alignas(Fn) unsigned char fn[sizeof(Fn)];  // a live Fn unless opr is set
   Opr* opr;
-  Var* var;  // null: untracked (the floor)
-  std::uint64_t ticket;
+  Var* var;               // var 0; null: untracked (the floor)
+  std::uint64_t ticket;   // var 0's stamp
+  std::uint8_t nvars;     // 0: untracked; 1: this slot only; 2-5: a SlotExt follows
+  std::uint8_t readmask;  // bit i: var i is read (const)
 };
 static_assert(sizeof(Slot) == 64);
+// The second slot of a multi-var function; copied in and out with memcpy.
+struct SlotExt {
+  Var* var[kMaxVars - 1];
+  std::uint64_t stamp[kMaxVars - 1];
+};
+static_assert(sizeof(SlotExt) == sizeof(Slot));
 
 struct alignas(128) Worker {
   // Pusher-private (never touched by the worker).
   std::uint64_t p_tail = 0;               // next slot the pusher writes
   std::uint64_t p_published = 0;          // last tail stored to `tail`
   std::uint64_t p_head_cache = 0;         // last head the pusher loaded
+  std::uint64_t p_unpublished = 0;        // pushes since the last publication
+  std::uint64_t p_pushed = 0;             // functions pushed to this ring
   std::atomic<std::uint64_t> p_claim{0};  // --locked only: a model of an MPSC slot claim
   // Read-only after construction.
   alignas(128) Slot* slots = nullptr;
@@ -202,9 +287,11 @@ struct alignas(128) Worker {
   // Written by the worker (release), read by the pusher when the ring looks
   // full, or in WaitForAll.
   alignas(128) std::atomic<std::uint64_t> head{0};
-  std::atomic<std::uint64_t> completed{0};
-  // The sleep handshake: worker stores true then loads tail; pusher stores
-  // tail then loads it; all seq_cst.
+  std::atomic<std::uint64_t> completed{0};  // functions this worker ran, from any list
+  // The sleep handshake: worker stores true then loads tail (and, with
+  // --steal, the other workers' ready_count); pusher stores tail then loads
+  // it, a worker that grows its ready list stores ready_count then loads it;
+  // all seq_cst.
   alignas(128) std::atomic<bool> sleeping{false};
   // Written by the pusher (seq_cst) when it sleeps for room in this ring: the
   // head it waits for (0: none). The worker loads it after each head store
@@ -213,16 +300,34 @@ struct alignas(128) Worker {
   // emptied past any target) and clears it by CAS, which it follows with a
   // wake-up, so a clear never strands a sleeping pusher.
   alignas(128) std::atomic<std::uint64_t> room_wanted{0};
+  // Ready list: nodes this worker's completions resumed (or it stole). The
+  // owner only without --steal; with it, under ready_lock (workers only).
+  alignas(128) SpinLock ready_lock;
+  Node* ready_head = nullptr;
+  // --steal: written under ready_lock (seq_cst: Dekker with a peer's sleep
+  // flag), read by idle peers without it (a hint; they lock before taking).
+  std::atomic<std::uint32_t> ready_count{0};
+  Node* free_nodes = nullptr;  // the owner only: its node pool
   // Statistics, written by this worker only, off the per-function path
   // (relaxed; read after WaitForAll): functions parked, parked functions the
   // parker itself found due after publishing them (the Dekker race, won by
-  // it), and sleeps.
+  // it), sleeps, steals and nodes stolen.
   std::atomic<std::uint64_t> parks{0};
   std::atomic<std::uint64_t> idle_barrier{0};  // a seq_cst RMW target (its value is unused)
   std::atomic<std::uint64_t> took_back{0};
   std::atomic<std::uint64_t> sleeps{0};  // times the worker slept (its own counter)
+  std::atomic<std::uint64_t> steals{0};
+  std::atomic<std::uint64_t> stolen{0};
+  std::atomic<std::uint64_t> ran_ready{0};  // functions run from the ready list
+  std::atomic<std::uint64_t> idle_ns{0};
+  int index = 0;  // read-only after construction
   std::thread thread;
 };
+
+template <class T>
+void Bump(std::atomic<T>& c, T by = 1) {  // a single-writer statistics counter
+  c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
 
 class Engine {
  public:
@@ -232,6 +337,7 @@ class Engine {
       wk->slots = static_cast<Slot*>(::operator new(sizeof(Slot) * o.ring, std::align_val_t(128)));
       std::memset(static_cast<void*>(wk->slots), 0, sizeof(Slot) * o.ring);
       wk->mask = o.ring - 1;
+      wk->index = w;
       workers_.push_back(std::move(wk));
     }
     for (int w = 0; w < o.workers; ++w) {
@@ -250,7 +356,13 @@ class Engine {
       wk->sleeping.notify_one();
     }
     for (auto& wk : workers_) wk->thread.join();
-    for (auto& wk : workers_) ::operator delete(wk->slots, std::align_val_t(128));
+    for (auto& wk : workers_) {
+      ::operator delete(wk->slots, std::align_val_t(128));
+      while (Node* n = wk->free_nodes) {
+        wk->free_nodes = n->next;
+        delete n;
+      }
+    }
   }
 
   Var* NewVar() {
@@ -262,69 +374,84 @@ class Engine {
 
   // Untracked handoff (the floor): round robin over the workers.
   void PushUntracked(Fn&& fn) {
-    Emit(NextRr(), [&](Slot* s) {
+    Emit(NextRr(), 1, [&](std::uint64_t t) {
+      Slot* s = &workers_[cur_]->slots[t & workers_[cur_]->mask];
       new (s->fn) Fn(std::move(fn));
       s->opr = nullptr;
       s->var = nullptr;
+      s->nvars = 0;
     });
   }
-  // The engine's PushSync shape. The prototype supports one mutable var and
-  // no const vars; it checks what the engine checks for that case.
+  // The engine's PushSync shape: the engine's checks (null function, null or
+  // bad var, a var both read and written; duplicates within a list merge).
+  // The prototype supports at most 5 distinct vars, at least one, and
+  // priority 0.
   void PushSync(Fn fn, const std::vector<Var*>& const_vars, const std::vector<Var*>& mutable_vars,
                 int priority = 0, const char* name = nullptr) {
     (void)name;
     if (!fn) throw std::invalid_argument("PushSync: null function");
-    if (!const_vars.empty() || mutable_vars.size() != 1 || priority != 0) {
-      throw std::invalid_argument("prototype: one mutable var, no const vars, priority 0 only");
+    if (priority != 0) throw std::invalid_argument("prototype: priority 0 only");
+    if (const_vars.empty() && mutable_vars.size() == 1) {  // W1 / W2: one written var
+      Var* v = mutable_vars[0];
+      if (v == nullptr || v->magic != kVarMagic) throw std::invalid_argument("PushSync: bad var");
+      Push(std::move(fn), v);
+      return;
     }
-    Var* v = mutable_vars[0];
-    if (v == nullptr || v->magic != kVarMagic) throw std::invalid_argument("PushSync: bad var");
-    Push(std::move(fn), v);
+    PushMulti(std::move(fn), const_vars, mutable_vars);
   }
   // A function writing `v`.
   void Push(Fn&& fn, Var* v) {
-    const std::uint64_t t = TakeTicket(v);
-    Emit(Route(v), [&](Slot* s) {
+    const std::uint64_t t0 = StampWrite(v);
+    const std::uint32_t w = Route(v);
+    Emit(w, 1, [&](std::uint64_t t) {
+      Slot* s = &workers_[w]->slots[t & workers_[w]->mask];
       new (s->fn) Fn(std::move(fn));
       s->opr = nullptr;
       s->var = v;
-      s->ticket = t;
+      s->ticket = t0;
+      s->nvars = 1;
+      s->readmask = 0;
     });
   }
   // A prebuilt operator: no closure is built or copied.
   void Push(Opr* op, int priority = 0) {
     if (op == nullptr || priority != 0) throw std::invalid_argument("Push: bad operator");
     Var* v = op->var;
-    const std::uint64_t t = TakeTicket(v);
-    Emit(Route(v), [&](Slot* s) {
+    const std::uint64_t t0 = StampWrite(v);
+    const std::uint32_t w = Route(v);
+    Emit(w, 1, [&](std::uint64_t t) {
+      Slot* s = &workers_[w]->slots[t & workers_[w]->mask];
       s->opr = op;
       s->var = v;
-      s->ticket = t;
+      s->ticket = t0;
+      s->nvars = 1;
+      s->readmask = 0;
     });
   }
 
-  std::uint64_t Parks() const {
-    std::uint64_t n = 0;
-    for (auto& wk : workers_) n += wk->parks.load(std::memory_order_relaxed);
-    return n;
+  std::uint64_t Parks() const { return Sum(&Worker::parks); }
+  std::uint64_t TookBack() const { return Sum(&Worker::took_back); }
+  std::uint64_t Steals() const { return Sum(&Worker::steals); }
+  std::uint64_t Stolen() const { return Sum(&Worker::stolen); }
+  std::string WorkerStats() const {
+    std::string r;
+    for (auto& wk : workers_) {
+      r += "w: ran " + std::to_string(wk->completed.load()) + " (ready " +
+           std::to_string(wk->ran_ready.load()) + ") idle " +
+           std::to_string(wk->idle_ns.load() / 1000000) + " ms; ";
+    }
+    return r;
   }
   std::string WaitStats() const {
-    std::uint64_t sleeps = 0;
-    for (auto& wk : workers_) sleeps += wk->sleeps.load(std::memory_order_relaxed);
     return std::to_string(room_waits_) + " full-ring waits (" + std::to_string(room_sleeps_) +
-           " slept), " + std::to_string(sleeps) + " worker sleeps";
-  }
-  std::uint64_t TookBack() const {
-    std::uint64_t n = 0;
-    for (auto& wk : workers_) n += wk->took_back.load(std::memory_order_relaxed);
-    return n;
+           " slept), " + std::to_string(Sum(&Worker::sleeps)) + " worker sleeps";
   }
 
   void WaitForAll() {
     std::uint64_t pushed = 0;
     for (auto& wk : workers_) {
       Publish(*wk);
-      pushed += wk->p_tail;
+      pushed += wk->p_pushed;
     }
     // The pusher must not take a core from the workers while it waits (two
     // cores, three threads): after a short spin it sleeps on pusher_wake_
@@ -335,6 +462,7 @@ class Engine {
         SpinOrYield(spins);
         continue;
       }
+      all_target_.store(pushed, std::memory_order_relaxed);
       all_waiter_.store(true, std::memory_order_seq_cst);
       const std::uint32_t seq = pusher_wake_.load(std::memory_order_seq_cst);
       if (CompletedSum() != pushed) pusher_wake_.wait(seq, std::memory_order_seq_cst);
@@ -343,31 +471,94 @@ class Engine {
   }
 
  private:
+  std::uint64_t Sum(std::atomic<std::uint64_t> Worker::*f) const {
+    std::uint64_t n = 0;
+    for (auto& wk : workers_) n += ((*wk).*f).load(std::memory_order_relaxed);
+    return n;
+  }
   std::uint32_t NextRr() {
     const std::uint32_t w = rr_;
     rr_ = (w + 1 == workers_.size()) ? 0 : w + 1;
+    cur_ = w;
     return w;
   }
-  std::uint64_t TakeTicket(Var* v) {
-    if (!opt_.locked) return v->next_ticket++;
-    return std::atomic_ref<std::uint64_t>(v->next_ticket).fetch_add(1, std::memory_order_acq_rel);
+  // Pusher-side stamps: only the pusher's lines are read or written.
+  std::uint64_t StampWrite(Var* v) {
+    const std::uint64_t r = v->reads_since;
+    v->reads_since = 0;
+    if (!opt_.locked) return (v->writes_pushed++ << 32) | r;
+    return (std::atomic_ref<std::uint64_t>(v->writes_pushed).fetch_add(1, std::memory_order_acq_rel)
+            << 32) |
+           r;
+  }
+  std::uint64_t StampRead(Var* v) {
+    ++v->reads_since;
+    return v->writes_pushed << 32;
   }
   std::uint32_t Route(Var* v) { return opt_.policy == "rr" ? NextRr() : v->home; }
 
+  // Several vars, or reads: writes first, then reads, duplicates merged; the
+  // function is routed by its first var (a written one when it has one).
+  void PushMulti(Fn&& fn, const std::vector<Var*>& reads, const std::vector<Var*>& writes) {
+    Var* vars[kMaxVars];
+    std::uint8_t readmask = 0;
+    int n = 0;
+    auto add = [&](Var* v, bool read) {
+      if (v == nullptr || v->magic != kVarMagic) throw std::invalid_argument("PushSync: bad var");
+      for (int j = 0; j < n; ++j) {
+        if (vars[j] != v) continue;
+        if (((readmask >> j) & 1) != (read ? 1 : 0)) {
+          throw std::invalid_argument("PushSync: a var in both const_vars and mutable_vars");
+        }
+        return;  // a duplicate within one list
+      }
+      if (n == kMaxVars) throw std::invalid_argument("prototype: at most 5 vars per function");
+      if (read) readmask = static_cast<std::uint8_t>(readmask | (1u << n));
+      vars[n++] = v;
+    };
+    for (Var* v : writes) add(v, false);
+    for (Var* v : reads) add(v, true);
+    if (n == 0) throw std::invalid_argument("prototype: at least one var");
+    std::uint64_t stamps[kMaxVars];
+    for (int i = 0; i < n; ++i)
+      stamps[i] = (readmask >> i) & 1 ? StampRead(vars[i]) : StampWrite(vars[i]);
+    const std::uint32_t w = Route(vars[0]);
+    Worker& wk = *workers_[w];
+    Emit(w, n > 1 ? 2 : 1, [&](std::uint64_t t) {
+      Slot* s = &wk.slots[t & wk.mask];
+      new (s->fn) Fn(std::move(fn));
+      s->opr = nullptr;
+      s->var = vars[0];
+      s->ticket = stamps[0];
+      s->nvars = static_cast<std::uint8_t>(n);
+      s->readmask = readmask;
+      if (n > 1) {
+        SlotExt e;
+        for (int i = 1; i < n; ++i) {
+          e.var[i - 1] = vars[i];
+          e.stamp[i - 1] = stamps[i];
+        }
+        std::memcpy(static_cast<void*>(&wk.slots[(t + 1) & wk.mask]), &e, sizeof(e));
+      }
+    });
+  }
+
+  // Writes one function into `nslots` consecutive slots of worker w's ring.
   template <class Fill>
-  void Emit(std::uint32_t w, Fill&& fill) {
+  void Emit(std::uint32_t w, std::uint64_t nslots, Fill&& fill) {
     Worker& wk = *workers_[w];
     const std::uint64_t t = wk.p_tail;
     if (opt_.locked) wk.p_claim.fetch_add(1, std::memory_order_acq_rel);
-    if (t - wk.p_head_cache > wk.mask) WaitForRoom(wk, t);
-    Slot* s = &wk.slots[t & wk.mask];
+    if (t + nslots - wk.p_head_cache > wk.mask + 1) WaitForRoom(wk, t, nslots);
     if (opt_.prefetch) __builtin_prefetch(&wk.slots[(t + opt_.prefetch) & wk.mask], 1, 3);
-    fill(s);
-    wk.p_tail = t + 1;
-    if (t + 1 - wk.p_published >= opt_.batch) Publish(wk);
+    fill(t);
+    wk.p_tail = t + nslots;
+    ++wk.p_pushed;
+    if (++wk.p_unpublished >= opt_.batch) Publish(wk);
   }
 
   void Publish(Worker& wk) {
+    wk.p_unpublished = 0;
     if (wk.p_published == wk.p_tail) return;
     wk.p_published = wk.p_tail;
     wk.tail.store(wk.p_tail, std::memory_order_seq_cst);
@@ -392,10 +583,10 @@ class Engine {
   // The ring is full. Once the pusher has had to wait, it waits until the
   // worker has emptied half the ring (hysteresis), so that it does not
   // come back for every slot.
-  void WaitForRoom(Worker& wk, std::uint64_t t) {
+  void WaitForRoom(Worker& wk, std::uint64_t t, std::uint64_t nslots) {
     ++room_waits_;
     Publish(wk);
-    const std::uint64_t target = t + 1 - (wk.mask + 1) / 2;  // head that frees half the ring
+    const std::uint64_t target = t + nslots - (wk.mask + 1) / 2;  // head that frees half the ring
     for (int spins = 0;; ++spins) {
       wk.p_head_cache = wk.head.load(std::memory_order_seq_cst);
       if (wk.p_head_cache >= target) return;
@@ -431,98 +622,316 @@ class Engine {
       f->~Fn();
     }
   }
-  static void RunParked(Parked* p) {
-    if (p->opr)
-      RunOpr(p->opr);
-    else
-      p->fn(RunCtx{1, 0, nullptr});
-  }
 
-  // Ticket t of v has run: let ticket t + 1 go, and run it here if it is
-  // parked. Returns how many parked functions it ran.
-  static std::uint64_t Complete(Var* v, std::uint64_t t) {
-    std::uint64_t ran = 0;
-    for (;;) {
-      v->done.store(t + 1, std::memory_order_seq_cst);
-      if (!v->has_parked.load(std::memory_order_seq_cst)) return ran;
-      Parked* p = nullptr;
-      v->park_lock.lock();
-      if (v->parked_head && v->parked_head->ticket == t + 1) {
-        p = v->parked_head;
-        v->parked_head = p->next;
-        if (!v->parked_head) {
-          v->parked_tail = nullptr;
-          v->has_parked.store(false, std::memory_order_seq_cst);
-        }
-      }
-      v->park_lock.unlock();
-      if (!p) return ran;
-      RunParked(p);
-      delete p;
-      ++ran;
-      ++t;
-    }
+  Node* NewNode(Worker& wk) {
+    Node* n = wk.free_nodes;
+    if (n == nullptr) return new Node;
+    wk.free_nodes = n->next;
+    return n;
   }
-
-  // Slot s's ticket is not yet due: move it to the var. Returns how many
-  // functions this ran (it may find the ticket due after all).
-  std::uint64_t Park(Worker& wk, Slot* s) {
-    wk.parks.store(wk.parks.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    Var* v = s->var;
-    Parked* p = new Parked{Fn(), s->opr, s->ticket, nullptr};
+  static void FreeNode(Worker& wk, Node* n) {
+    n->next = wk.free_nodes;
+    wk.free_nodes = n;
+  }
+  // Moves the function in ring slot s (vars and stamps already copied out)
+  // into a node, so that the slot can be reused.
+  Node* ToNode(Worker& wk, Slot* s, Var* const* vars, const std::uint64_t* stamps) {
+    Node* n = NewNode(wk);
+    n->opr = s->opr;
     if (!s->opr) {
       Fn* f = std::launder(reinterpret_cast<Fn*>(s->fn));
-      p->fn = std::move(*f);
+      n->fn = std::move(*f);
       f->~Fn();
     }
-    for (int i = 0; i < park_delay_; ++i) PROTO_PAUSE();  // test only: widen the race
-    bool mine = false;
-    v->park_lock.lock();
-    if (!v->parked_tail || v->parked_tail->ticket < p->ticket) {  // common: append
-      if (v->parked_tail)
-        v->parked_tail->next = p;
-      else
-        v->parked_head = p;
-      v->parked_tail = p;
-    } else {
-      Parked** link = &v->parked_head;
-      while ((*link)->ticket < p->ticket) link = &(*link)->next;
-      p->next = *link;
-      *link = p;
+    n->next = nullptr;
+    n->home = static_cast<std::uint8_t>(wk.index);
+    n->nvars = s->nvars;
+    n->readmask = s->readmask;
+    for (int i = 0; i < s->nvars; ++i) {
+      n->var[i] = vars[i];
+      n->stamp[i] = stamps[i];
     }
-    v->has_parked.store(true, std::memory_order_seq_cst);
-    // Dekker with Complete: it stores done, then loads has_parked.
-    if (v->done.load(std::memory_order_seq_cst) == p->ticket) {
-      // Due after all, and the completer that made it due saw no flag or
-      // will find the list without it: take it back (it is the head).
-      mine = true;
-      v->parked_head = p->next;
-      if (!v->parked_head) {
-        v->parked_tail = nullptr;
-        v->has_parked.store(false, std::memory_order_seq_cst);
+    return n;
+  }
+
+  // Nodes made due by this worker: to its own ready list, or with
+  // --resume=home each to the ready list of the worker whose ring it came from.
+  void Resume(Worker& wk, Node* first, Node* last, std::uint32_t count) {
+    if (!opt_.resume_home) return AddReady(wk, first, last, count);
+    if (opt_.resume_mixed && wk.ready_count.load(std::memory_order_relaxed) == 0) {
+      // --resume=mixed: keep the first for this worker, which has nothing
+      // else ready (the successor a completion makes ready runs here).
+      Node* keep = first;
+      first = first->next;
+      keep->next = nullptr;
+      AddReady(wk, keep, keep, 1);
+      if (!first) return;
+    }
+    Node* f[kMaxWorkers] = {};
+    Node* l[kMaxWorkers] = {};
+    std::uint32_t c[kMaxWorkers] = {};
+    for (Node* n = first; n;) {
+      Node* next = n->next;
+      const int h = n->home;
+      n->next = nullptr;
+      if (l[h])
+        l[h]->next = n;
+      else
+        f[h] = n;
+      l[h] = n;
+      ++c[h];
+      n = next;
+    }
+    (void)last;
+    for (std::size_t w = 0; w < workers_.size(); ++w) {
+      if (c[w]) AddReady(*workers_[w], f[w], l[w], c[w]);
+    }
+  }
+  // Ready list: the owner's, or under ready_lock with --steal or
+  // --resume=home (then other workers add to it or take from it).
+  void AddReady(Worker& wk, Node* first, Node* last, std::uint32_t count) {
+    if (!locked_ready_) {
+      last->next = wk.ready_head;
+      wk.ready_head = first;
+      return;
+    }
+    wk.ready_lock.lock();
+    last->next = wk.ready_head;
+    wk.ready_head = first;
+    const std::uint32_t now = wk.ready_count.fetch_add(count, std::memory_order_seq_cst) +
+                              count;  // Dekker: then sleeping
+    wk.ready_lock.unlock();
+    // --resume=home: wake the owner if it sleeps; --steal: with more than the
+    // owner runs next, wake a sleeping peer to steal.
+    if (opt_.resume_home && wk.sleeping.load(std::memory_order_seq_cst)) {
+      wk.sleeping.store(false, std::memory_order_seq_cst);
+      wk.sleeping.notify_one();
+    }
+    if (opt_.steal && now >= 2) {
+      for (auto& p : workers_) {
+        if (p.get() != &wk && p->sleeping.load(std::memory_order_seq_cst)) {
+          p->sleeping.store(false, std::memory_order_seq_cst);
+          p->sleeping.notify_one();
+        }
       }
     }
+  }
+  Node* PopReady(Worker& wk) {
+    if (!locked_ready_) {
+      Node* n = wk.ready_head;
+      if (n) wk.ready_head = n->next;
+      return n;
+    }
+    // A hint: a stale zero is caught at the next poll, and before sleeping
+    // (seq_cst, see WorkerLoop).
+    if (wk.ready_count.load(std::memory_order_relaxed) == 0) return nullptr;
+    wk.ready_lock.lock();
+    Node* n = wk.ready_head;
+    if (n) {
+      wk.ready_head = n->next;
+      wk.ready_count.fetch_sub(1, std::memory_order_relaxed);
+    }
+    wk.ready_lock.unlock();
+    return n;
+  }
+  // --steal: an idle worker takes half (rounded up) of a peer's ready list.
+  bool Steal(Worker& wk) {
+    for (auto& p : workers_) {
+      Worker& o = *p;
+      if (&o == &wk || o.ready_count.load(std::memory_order_relaxed) == 0) continue;
+      o.ready_lock.lock();
+      const std::uint32_t c = o.ready_count.load(std::memory_order_relaxed);
+      const std::uint32_t take = (c + 1) / 2;
+      Node* first = o.ready_head;
+      Node* last = nullptr;
+      for (std::uint32_t i = 0; i < take; ++i) last = last ? last->next : first;
+      if (take) {
+        o.ready_head = last->next;
+        o.ready_count.store(c - take, std::memory_order_relaxed);
+      }
+      o.ready_lock.unlock();
+      if (!take) continue;
+      Bump(wk.steals);
+      Bump<std::uint64_t>(wk.stolen, take);
+      AddReady(wk, first, last, take);
+      return true;
+    }
+    return false;
+  }
+
+  // Under v's park_lock: removes the due prefix of v's parked list (due
+  // functions form a prefix: the list is in push order on v) and returns it as
+  // a chain, each node's idx moved past v.
+  static std::uint32_t PopDueLocked(Var* v, Node*& first, Node*& last) {
+    const std::uint64_t st = v->state.load(std::memory_order_seq_cst);
+    std::uint32_t n = 0;
+    first = last = nullptr;
+    Node* h = v->parked_head;
+    while (h && Due(st, h->stamp[h->idx], (h->readmask >> h->idx) & 1)) {
+      Node* next = h->next;
+      ++h->idx;
+      h->next = nullptr;
+      if (last)
+        last->next = h;
+      else
+        first = h;
+      last = h;
+      ++n;
+      h = next;
+    }
+    v->parked_head = h;
+    if (!h) {
+      v->parked_tail = nullptr;
+      v->has_parked.store(false, std::memory_order_seq_cst);
+    }
+    return n;
+  }
+
+  // Node n is not due on its var n->idx: park it there. Under the lock it
+  // then takes the due prefix back (its own node included, when a completer
+  // made it due meanwhile: the Dekker race, won by the parker).
+  void Park(Worker& wk, Node* n) {
+    Bump(wk.parks);
+    Var* v = n->var[n->idx];
+    const std::uint64_t key = n->stamp[n->idx];
+    for (int i = 0; i < park_delay_; ++i) PROTO_PAUSE();  // test only: widen the race
+    v->park_lock.lock();
+    n->next = nullptr;
+    if (!v->parked_tail || v->parked_tail->stamp[v->parked_tail->idx] <= key) {  // common: append
+      if (v->parked_tail)
+        v->parked_tail->next = n;
+      else
+        v->parked_head = n;
+      v->parked_tail = n;
+    } else {
+      Node** link = &v->parked_head;
+      while ((*link)->stamp[(*link)->idx] <= key) link = &(*link)->next;
+      n->next = *link;
+      *link = n;
+    }
+    v->has_parked.store(true, std::memory_order_seq_cst);
+    // Dekker with CompleteVars: it changes state, then loads has_parked.
+    Node *first, *last;
+    const std::uint32_t c = PopDueLocked(v, first, last);
+    bool mine = false;
+    for (Node* p = first; c && p; p = p->next) mine = mine || p == n;
     v->park_lock.unlock();
-    if (!mine) return 0;
-    wk.took_back.store(wk.took_back.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    const std::uint64_t t = p->ticket;
-    RunParked(p);
-    delete p;
-    return 1 + Complete(v, t);
+    if (!c) return;
+    if (mine) Bump(wk.took_back);
+    Resume(wk, first, last, c);
+  }
+
+  // A function has run: advance each of its vars, and move what that makes
+  // due from the vars' parked lists to this worker's ready list.
+  void CompleteVars(Worker& wk, Var* const* vars, const std::uint64_t* stamps, int n,
+                    std::uint8_t readmask) {
+    for (int i = 0; i < n; ++i) {
+      Var* v = vars[i];
+      if ((readmask >> i) & 1)
+        v->state.fetch_add(1, std::memory_order_seq_cst);
+      else
+        v->state.store((stamps[i] & ~(kEpoch - 1)) + kEpoch, std::memory_order_seq_cst);
+      if (!v->has_parked.load(std::memory_order_seq_cst)) continue;
+      Node *first, *last;
+      v->park_lock.lock();
+      const std::uint32_t c = PopDueLocked(v, first, last);
+      v->park_lock.unlock();
+      if (c) Resume(wk, first, last, c);
+    }
+  }
+
+  // A resumed node: check its remaining vars; run it, or park it again.
+  // Returns the functions run (0 or 1).
+  std::uint64_t RunNode(Worker& wk, Node* n) {
+    for (; n->idx < n->nvars; ++n->idx) {
+      const int i = n->idx;
+      if (!Due(n->var[i]->state.load(std::memory_order_acquire), n->stamp[i],
+               (n->readmask >> i) & 1)) {
+        Park(wk, n);
+        return 0;
+      }
+    }
+    if (n->opr) {
+      RunOpr(n->opr);
+    } else {
+      n->fn(RunCtx{1, 0, nullptr});
+      n->fn = nullptr;
+    }
+    CompleteVars(wk, n->var, n->stamp, n->nvars, n->readmask);
+    FreeNode(wk, n);
+    return 1;
+  }
+
+  // A ring entry with reads or several vars. Returns the functions run.
+  std::uint64_t RunGeneral(Worker& wk, Slot* s, std::uint64_t h) {
+    Var* vars[kMaxVars];
+    std::uint64_t stamps[kMaxVars];
+    const int n = s->nvars;
+    vars[0] = s->var;
+    stamps[0] = s->ticket;
+    if (n > 1) {
+      SlotExt e;
+      std::memcpy(&e, static_cast<const void*>(&wk.slots[(h + 1) & wk.mask]), sizeof(e));
+      for (int i = 1; i < n; ++i) {
+        vars[i] = e.var[i - 1];
+        stamps[i] = e.stamp[i - 1];
+      }
+    }
+    const std::uint8_t rm = s->readmask;
+    for (int i = 0; i < n; ++i) {
+      if (!Due(vars[i]->state.load(std::memory_order_acquire), stamps[i], (rm >> i) & 1)) {
+        Node* node = ToNode(wk, s, vars, stamps);
+        node->idx = static_cast<std::uint8_t>(i);
+        Park(wk, node);
+        return 0;
+      }
+    }
+    RunSlot(s);
+    CompleteVars(wk, vars, stamps, n, rm);
+    return 1;
+  }
+
+  bool PeersHaveReady(const Worker& wk) const {
+    for (auto& p : workers_) {
+      if (p.get() != &wk && p->ready_count.load(std::memory_order_seq_cst) != 0) return true;
+    }
+    return false;
   }
 
   void WorkerLoop(Worker& wk) {
     std::uint64_t h = 0, tail = 0, completed = 0;
     int idle = 0;
+    Clock::time_point idle_t0{};
+    bool idling = false;  // statistics: idle_t0 is when this worker last ran dry
     for (;;) {
+      if (Node* n = PopReady(wk)) {  // resumed functions first: they are older
+        EndIdle(wk, idling, idle_t0);
+        idle = 0;
+        Bump(wk.ran_ready);
+        if (RunNode(wk, n)) wk.completed.store(++completed, std::memory_order_release);
+        continue;
+      }
       if (h == tail) {
         tail = wk.tail.load(std::memory_order_acquire);
         if (h == tail) {
+          if (opt_.steal && Steal(wk)) {
+            EndIdle(wk, idling, idle_t0);
+            idle = 0;
+            continue;
+          }
+          if (!idling) {
+            idling = true;
+            idle_t0 = Clock::now();
+          }
           if (idle++ == 0) {
             // Ran dry: a full barrier, then wake a pusher waiting for this.
             wk.idle_barrier.fetch_add(1, std::memory_order_seq_cst);
             const std::uint64_t rw = wk.room_wanted.load(std::memory_order_seq_cst);
-            if ((rw != 0 && h >= rw) || all_waiter_.load(std::memory_order_seq_cst)) WakePusher();
+            if ((rw != 0 && h >= rw) ||
+                (all_waiter_.load(std::memory_order_seq_cst) &&
+                 CompletedSum() == all_target_.load(std::memory_order_relaxed))) {
+              WakePusher();
+            }
           }
           if (idle < opt_.spin) {
             PROTO_PAUSE();
@@ -531,10 +940,10 @@ class Engine {
           }
           wk.sleeping.store(true, std::memory_order_seq_cst);
           tail = wk.tail.load(std::memory_order_seq_cst);
-          if (h == tail) {
+          if (h == tail && !(opt_.steal && PeersHaveReady(wk)) &&
+              !(locked_ready_ && wk.ready_count.load(std::memory_order_seq_cst) != 0)) {
             if (stop_.load(std::memory_order_seq_cst)) return;
-            wk.sleeps.store(wk.sleeps.load(std::memory_order_relaxed) + 1,
-                            std::memory_order_relaxed);
+            Bump(wk.sleeps);
             wk.sleeping.wait(true, std::memory_order_seq_cst);
           }
           wk.sleeping.store(false, std::memory_order_relaxed);
@@ -542,23 +951,31 @@ class Engine {
           continue;
         }
       }
+      EndIdle(wk, idling, idle_t0);
       idle = 0;
       Slot* s = &wk.slots[h & wk.mask];
       __builtin_prefetch(&wk.slots[(h + opt_.wprefetch) & wk.mask], 0, 3);
       Var* v = s->var;
+      std::uint64_t adv = 1;
       if (!v) {
         RunSlot(s);
         ++completed;
-      } else {
+      } else if (s->nvars == 1 && s->readmask == 0) {  // W1 / W2 / W5: one written var
         const std::uint64_t t = s->ticket;
-        if (v->done.load(std::memory_order_acquire) == t) {
+        if (v->state.load(std::memory_order_acquire) == t) {
           RunSlot(s);
-          completed += 1 + Complete(v, t);
+          ++completed;
+          CompleteVars(wk, &v, &t, 1, 0);
         } else {
-          completed += Park(wk, s);
+          Node* node = ToNode(wk, s, &v, &t);
+          node->idx = 0;
+          Park(wk, node);
         }
+      } else {
+        if (s->nvars > 1) adv = 2;
+        completed += RunGeneral(wk, s, h);
       }
-      ++h;
+      h += adv;
       wk.head.store(h, std::memory_order_release);
       wk.completed.store(completed, std::memory_order_release);
       std::uint64_t rw = wk.room_wanted.load(std::memory_order_relaxed);
@@ -566,13 +983,21 @@ class Engine {
     }
   }
 
+  static void EndIdle(Worker& wk, bool& idling, std::chrono::steady_clock::time_point t0) {
+    if (!idling) return;
+    idling = false;
+    Bump<std::uint64_t>(
+        wk.idle_ns, static_cast<std::uint64_t>((std::chrono::steady_clock::now() - t0).count()));
+  }
   void WakePusher() {
     pusher_wake_.fetch_add(1, std::memory_order_seq_cst);
     pusher_wake_.notify_one();
   }
 
+  using Clock = std::chrono::steady_clock;
   Options opt_;
   const int park_delay_ = opt_.park_delay;
+  const bool locked_ready_ = opt_.steal || opt_.resume_home;
   // The pusher's sleep (WaitForAll, WaitForRoom): a futex word bumped by a
   // worker that wakes it; all_waiter_ is set (seq_cst) by a WaitForAll about
   // to sleep and read by a worker whose ring has run dry, after a seq_cst
@@ -580,10 +1005,16 @@ class Engine {
   // completed counters).
   alignas(128) std::atomic<std::uint32_t> pusher_wake_{0};
   std::atomic<bool> all_waiter_{false};
+  // The count a sleeping WaitForAll waits for: stored (relaxed) before
+  // all_waiter_ (seq_cst), read after it; a worker running dry wakes the
+  // pusher only when the completed counters add up to it (one wake per
+  // WaitForAll rather than one per idle period: a wake costs the pusher some
+  // microseconds of CPU that the workers need).
+  std::atomic<std::uint64_t> all_target_{0};
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> stop_{false};
   std::uint32_t next_home_ = 0;                     // NewVar; main thread only
-  std::uint32_t rr_ = 0;                            // pusher only
+  std::uint32_t rr_ = 0, cur_ = 0;                  // pusher only
   std::uint64_t room_waits_ = 0, room_sleeps_ = 0;  // pusher only (statistics)
 };
 
@@ -593,6 +1024,7 @@ struct Result {
   bool ok = true;
   std::string error;
   double seconds = 0;
+  double pusher_cpu = 0;  // W4: CPU seconds of the pushing thread in the timed region
 };
 
 using Clock = std::chrono::steady_clock;
@@ -606,7 +1038,7 @@ double ProcessCpuSeconds() {
 }
 
 double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 Result FloorW2(Engine& e, const Options& o) {
@@ -728,6 +1160,114 @@ Result W5Many(Engine& e, const Options& o) {
   return r;
 }
 
+// W4 of WORKLOADS.md, as bench/workloads/workload_spec.{h,cc} define it
+// (copied: the prototype links nothing of the project).
+struct DagOp {
+  std::uint32_t read1, read2, write;
+};
+struct Dag {
+  std::vector<DagOp> ops;
+  std::vector<std::uint64_t> expected;  // the serial run's final values
+  std::size_t critical_path = 0;
+};
+inline std::uint64_t DagInitialValue(std::size_t v) { return 0x9E3779B97F4A7C15ull * (v + 1); }
+inline std::uint64_t DagMix(std::uint64_t w, std::uint64_t r1, std::uint64_t r2) {
+  std::uint64_t h = w ^ (r1 * 0xBF58476D1CE4E5B9ull) ^ std::rotl(r2, 29);
+  h ^= h >> 31;
+  h *= 0x94D049BB133111EBull;
+  h ^= h >> 29;
+  return h;
+}
+inline void SpinFor(int us) {
+  if (us <= 0) return;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+const Dag& GetDag(const Options& o) {
+  static const Dag dag = [&] {
+    Dag d;
+    std::mt19937_64 rng(42);
+    std::uniform_int_distribution<std::uint32_t> pick(0, static_cast<std::uint32_t>(o.v4 - 1));
+    for (std::size_t i = 0; i < o.n4; ++i) {
+      DagOp op;
+      op.read1 = pick(rng);
+      do op.read2 = pick(rng);
+      while (op.read2 == op.read1);
+      do op.write = pick(rng);
+      while (op.write == op.read1 || op.write == op.read2);
+      d.ops.push_back(op);
+    }
+    d.expected.resize(o.v4);
+    for (std::size_t v = 0; v < o.v4; ++v) d.expected[v] = DagInitialValue(v);
+    std::vector<std::size_t> last_write(o.v4, 0), deepest_read(o.v4, 0);
+    for (const DagOp& op : d.ops) {
+      d.expected[op.write] =
+          DagMix(d.expected[op.write], d.expected[op.read1], d.expected[op.read2]);
+      const std::size_t depth = 1 + std::max({last_write[op.read1], last_write[op.read2],
+                                              last_write[op.write], deepest_read[op.write]});
+      deepest_read[op.read1] = std::max(deepest_read[op.read1], depth);
+      deepest_read[op.read2] = std::max(deepest_read[op.read2], depth);
+      last_write[op.write] = depth;
+      deepest_read[op.write] = 0;
+      d.critical_path = std::max(d.critical_path, depth);
+    }
+    return d;
+  }();
+  return dag;
+}
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// W4: random DAG, each function reads 2 vars and writes 1, body spins T us.
+Result W4(Engine& e, const Options& o) {
+  const Dag& dag = GetDag(o);
+  std::vector<std::uint64_t> values(o.v4);
+  for (std::size_t v = 0; v < o.v4; ++v) values[v] = DagInitialValue(v);
+  std::vector<Var*> vars(o.v4);
+  for (Var*& v : vars) v = e.NewVar();
+  struct State {
+    const DagOp* ops;
+    std::uint64_t* values;
+    int spin_us;
+  } state{dag.ops.data(), values.data(), o.t_us};
+  const State* s = &state;
+  Result r;
+  std::vector<Var*> reads(2), writes(1);
+  const double c0 = ThreadCpuSeconds();
+  const auto t0 = Clock::now();
+  for (std::size_t i = 0; i < dag.ops.size(); ++i) {
+    const DagOp& op = dag.ops[i];
+    reads[0] = vars[op.read1];
+    reads[1] = vars[op.read2];
+    writes[0] = vars[op.write];
+    e.PushSync(
+        [s, i](RunCtx) {
+          const DagOp& d = s->ops[i];
+          SpinFor(s->spin_us);
+          s->values[d.write] = DagMix(s->values[d.write], s->values[d.read1], s->values[d.read2]);
+        },
+        reads, writes);
+  }
+  e.WaitForAll();
+  r.seconds = Since(t0);
+  r.pusher_cpu = ThreadCpuSeconds() - c0;
+  for (std::size_t v = 0; v < o.v4; ++v) {
+    if (values[v] != dag.expected[v]) {
+      r.ok = false;
+      r.error = "W4: var " + std::to_string(v) + " = " + std::to_string(values[v]) + ", expected " +
+                std::to_string(dag.expected[v]);
+      break;
+    }
+  }
+  for (Var* v : vars) e.DeleteVar(v);
+  return r;
+}
+
 bool RunCase(const std::string& id, const Options& o) {
   Result (*fn)(Engine&, const Options&) = nullptr;
   std::size_t ops = o.n;
@@ -741,6 +1281,8 @@ bool RunCase(const std::string& id, const Options& o) {
     fn = W5;
   else if (id == "W5x4096")
     fn = W5Many;
+  else if (id == "W4")
+    fn = W4, ops = o.n4;
   if (!fn) {
     std::fprintf(stderr, "unknown case %s\n", id.c_str());
     return false;
@@ -750,7 +1292,7 @@ bool RunCase(const std::string& id, const Options& o) {
     return false;
   }
   Engine e(o);
-  std::vector<double> ns, cpu_ns;
+  std::vector<double> ns, cpu_ns, pusher_ns;
   bool ok = true;
   for (int rep = 0; rep <= o.reps; ++rep) {  // rep 0: warm-up
     const double cpu0 = ProcessCpuSeconds();
@@ -762,6 +1304,7 @@ bool RunCase(const std::string& id, const Options& o) {
       continue;
     }
     if (rep > 0) ns.push_back(r.seconds * 1e9 / static_cast<double>(ops));
+    if (rep > 0) pusher_ns.push_back(r.pusher_cpu * 1e9 / static_cast<double>(ops));
   }
   if (!ok || ns.empty()) {
     std::printf("| %-9s | %-8s | FAILED |\n", id.c_str(), o.policy.c_str());
@@ -776,12 +1319,31 @@ bool RunCase(const std::string& id, const Options& o) {
     all += std::to_string(static_cast<int>(x + 0.5));
   }
   std::string label = id;
+  std::string policy = id == "floor-W2" ? "rr" : o.policy;
+  if (o.resume_home) policy += o.resume_mixed ? "+mixed" : "+home";
+  if (o.steal) policy += "+steal";
+  std::string extra;
+  if (id == "W4") {
+    label += "/T" + std::to_string(o.t_us);
+    std::sort(pusher_ns.begin(), pusher_ns.end());
+    char buf[200];
+    const double med = sorted[sorted.size() / 2];
+    std::snprintf(buf, sizeof buf,
+                  "efficiency %.3f, pusher CPU %.1f ns/op, critical path %zu, %llu steals (%llu "
+                  "functions); ",
+                  o.t_us > 0 ? 1e3 * o.t_us / o.workers / med : 0.0,
+                  pusher_ns[pusher_ns.size() / 2], GetDag(o).critical_path,
+                  static_cast<unsigned long long>(e.Steals()),
+                  static_cast<unsigned long long>(e.Stolen()));
+    extra = buf;
+  }
   if ((id == "W2" || id == "floor-W2") && o.k != 4096) label += "/K" + std::to_string(o.k);
   std::printf(
-      "| %-9s | %-8s | %7.1f | %s | %5.0f | checks passed | %llu parked, %llu taken back; %s |\n",
-      label.c_str(), id == "floor-W2" ? "rr" : o.policy.c_str(), sorted[sorted.size() / 2],
-      all.c_str(), cpu_ns[cpu_ns.size() / 2], static_cast<unsigned long long>(e.Parks()),
-      static_cast<unsigned long long>(e.TookBack()), e.WaitStats().c_str());
+      "| %-9s | %-8s | %7.1f | %s | %5.0f | checks passed | %s%llu parked, %llu taken back; %s |\n",
+      label.c_str(), policy.c_str(), sorted[sorted.size() / 2], all.c_str(),
+      cpu_ns[cpu_ns.size() / 2], extra.c_str(), static_cast<unsigned long long>(e.Parks()),
+      static_cast<unsigned long long>(e.TookBack()),
+      (e.WaitStats() + (id == "W4" ? "; " + e.WorkerStats() : "")).c_str());
   std::fflush(stdout);
   return true;
 }
@@ -829,6 +1391,16 @@ int main(int argc, char** argv) {
       o.spin = static_cast<int>(ParseU(flag, val));
     else if (flag == "--park-delay")
       o.park_delay = static_cast<int>(ParseU(flag, val));
+    else if (flag == "--resume" && (val == "home" || val == "here" || val == "mixed"))
+      o.resume_home = val != "here", o.resume_mixed = val == "mixed";
+    else if (flag == "--steal")
+      o.steal = true;
+    else if (flag == "--t")
+      o.t_us = static_cast<int>(ParseU(flag, val));
+    else if (flag == "--n4")
+      o.n4 = ParseU(flag, val);
+    else if (flag == "--v4")
+      o.v4 = ParseU(flag, val);
     else if (flag == "--locked")
       o.locked = true;
     else if (flag == "--wprefetch")
@@ -840,7 +1412,9 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(
           stderr,
-          "usage: %s [--only=floor-W2,W1,W2,W5,W5x4096] [--policy=affinity|rr] [--n=1000000]\n"
+          "usage: %s [--only=floor-W2,W1,W2,W5,W5x4096,W4] [--policy=affinity|rr] [--steal]\n"
+          "  [--resume=here|home|mixed] [--t=0 (W4 spin, us)] [--n4=200000] [--v4=1000] "
+          "[--n=1000000]\n"
           "  [--n2=1048576] [--k=4096] [--reps=5] [--workers=2] [--ring=4096]\n"
           "  [--batch=32] [--prefetch=0] [--wprefetch=4] [--spin=4000] [--park-delay=0 (test "
           "only)]\n"
@@ -850,7 +1424,8 @@ int main(int argc, char** argv) {
     }
   }
   if (o.ring == 0 || (o.ring & (o.ring - 1)) != 0 || o.batch == 0 || o.workers < 1 || o.k == 0 ||
-      o.n2 % o.k != 0 || o.reps < 1 || (o.policy != "rr" && o.policy != "affinity")) {
+      o.n2 % o.k != 0 || o.reps < 1 || o.v4 < 3 || o.workers > kMaxWorkers ||
+      (o.policy != "rr" && o.policy != "affinity")) {
     std::fprintf(stderr,
                  "bad flags: ring a power of two, batch >= 1, n2 a multiple of k, "
                  "policy affinity or rr\n");
