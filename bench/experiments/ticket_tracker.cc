@@ -1,6 +1,7 @@
-// depengine-ticket-proto: a self-contained prototype of a "ticket" dependency
-// tracker, measured on W1, W2, W4 and W5 of WORKLOADS.md against a no-tracking
-// handoff floor. It does not use the library; see the last section of
+// depengine-ticket-proto: a prototype of a "ticket" dependency tracker,
+// measured on W1, W2, W4 and W5 of WORKLOADS.md against a no-tracking
+// handoff floor. It does not use the library (only W4's definition from
+// bench/workloads/workload_spec.h); see the last section of
 // docs/design.md ("A ticket tracker: measured prototype") for the design and
 // the figures.
 //
@@ -98,6 +99,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "workloads/workload_spec.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -1160,44 +1163,24 @@ Result W5Many(Engine& e, const Options& o) {
   return r;
 }
 
-// W4 of WORKLOADS.md, as bench/workloads/workload_spec.{h,cc} define it
-// (copied: the prototype links nothing of the project).
-struct DagOp {
-  std::uint32_t read1, read2, write;
-};
+// W4 of WORKLOADS.md. Its program, initial values, mix and spin are the workload runner's
+// (bench/workloads/workload_spec.h), so both run the same W4 by construction.
+using depengine::bench::DagInitialValue;
+using depengine::bench::DagMix;
+using depengine::bench::DagOp;
+using depengine::bench::SpinFor;
 struct Dag {
   std::vector<DagOp> ops;
   std::vector<std::uint64_t> expected;  // the serial run's final values
   std::size_t critical_path = 0;
 };
-inline std::uint64_t DagInitialValue(std::size_t v) { return 0x9E3779B97F4A7C15ull * (v + 1); }
-inline std::uint64_t DagMix(std::uint64_t w, std::uint64_t r1, std::uint64_t r2) {
-  std::uint64_t h = w ^ (r1 * 0xBF58476D1CE4E5B9ull) ^ std::rotl(r2, 29);
-  h ^= h >> 31;
-  h *= 0x94D049BB133111EBull;
-  h ^= h >> 29;
-  return h;
-}
-inline void SpinFor(int us) {
-  if (us <= 0) return;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
-  while (std::chrono::steady_clock::now() < end) {
-  }
-}
 const Dag& GetDag(const Options& o) {
   static const Dag dag = [&] {
     Dag d;
-    std::mt19937_64 rng(42);
-    std::uniform_int_distribution<std::uint32_t> pick(0, static_cast<std::uint32_t>(o.v4 - 1));
-    for (std::size_t i = 0; i < o.n4; ++i) {
-      DagOp op;
-      op.read1 = pick(rng);
-      do op.read2 = pick(rng);
-      while (op.read2 == op.read1);
-      do op.write = pick(rng);
-      while (op.write == op.read1 || op.write == op.read2);
-      d.ops.push_back(op);
-    }
+    depengine::bench::RandomDagParams params;
+    params.vars = o.v4;
+    params.ops = o.n4;
+    d.ops = depengine::bench::MakeRandomDag(params).ops;
     d.expected.resize(o.v4);
     for (std::size_t v = 0; v < o.v4; ++v) d.expected[v] = DagInitialValue(v);
     std::vector<std::size_t> last_write(o.v4, 0), deepest_read(o.v4, 0);
