@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
-#include <cstring>
-#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -261,9 +261,7 @@ class ContinuationGate {
   const bool saved_;
   const bool allow_;
 };
-}  // namespace
 
-namespace {
 // Why the trace could not be written at `path`, or "" when it can be as far
 // as the file system tells now: the file is writable, or it is missing and
 // its directory is writable. A full disk still shows only at the write.
@@ -276,8 +274,9 @@ std::string WhyProfilePathIsUnwritable(const std::string& path) {
   if (errno != ENOENT) return std::strerror(errno);
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
+  // ENOENT for the path itself (a file in its way gives ENOTDIR, above), so
+  // the directory is a directory, or missing.
   if (stat(dir.c_str(), &st) != 0) return "directory '" + dir + "': " + std::strerror(errno);
-  if (!S_ISDIR(st.st_mode)) return "'" + dir + "' is not a directory";
   if (access(dir.c_str(), W_OK | X_OK) != 0) {
     return "directory '" + dir + "': " + std::strerror(errno);
   }

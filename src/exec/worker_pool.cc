@@ -38,10 +38,10 @@ std::string WorkerThreadOsName(const std::string& pool_name, int index) {
   std::snprintf(suffix_chars, sizeof suffix_chars, "/%d", index);
   const std::string suffix = suffix_chars;
   if (pool_name.size() + suffix.size() <= kMaxLength) return pool_name + suffix;
-  const std::size_t keep = suffix.size() < kMaxLength ? kMaxLength - suffix.size() : 0;
-  std::string prefix = pool_name.substr(0, keep);
+  // The suffix is at most 12 characters ("/-2147483648").
+  std::string prefix = pool_name.substr(0, kMaxLength - suffix.size());
   if (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
-  return (prefix + suffix).substr(0, kMaxLength);
+  return prefix + suffix;
 }
 
 void LimitThreadStartsForTesting(int n) {
