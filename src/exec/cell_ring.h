@@ -62,9 +62,11 @@
 //   read that increment in (2) (so (a) happened before (3), which sees the
 //   entry) or finds `epoch_` changed at its wait (the futex checks the value
 //   atomically with going to sleep). A producer whose (c) finds 0 lost the
-//   race to another producer's (c) for this sleep, which (d) ends; its (a)
-//   precedes, in the total order, the consumer's next (1), so the next
-//   re-check sees it. No wake-up is lost. When the consumer is awake
+//   race to another producer's (c), whose (d) ends this sleep, or to the
+//   consumer's own reset (it found work or woke): either way its (c)
+//   precedes the consumer's next (1) in `sleeping_`'s modification order,
+//   so its (a) precedes that sleep's (3), which sees the entry. No wake-up
+//   is lost. When the consumer is awake
 //   `sleeping_` stays 0 and is not written, so the producer's (b) reads a
 //   line that stays shared in its cache: on the common path the producer
 //   loads no line the consumer writes, and the consumer never writes a line
@@ -121,8 +123,9 @@ class RingConsumerWaker {
   }
 
   // How many times the consumer found nothing and went to sleep (counted
-  // before its futex wait). Any thread (tests: a producer waits for it to
-  // grow, then publishes, to hit the sleep and its wake-up on purpose).
+  // before its futex wait). Any thread (tests: a producer reads it,
+  // publishes, and waits for it to grow, so that its next publish must wake
+  // a sleeping consumer).
   std::uint64_t SleepsForTesting() const { return sleeps_.load(std::memory_order_relaxed); }
 
  private:
