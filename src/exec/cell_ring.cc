@@ -1,0 +1,141 @@
+// CellRing and RingConsumerWaker: the slow paths (segment switches, the
+// sleep, construction and destruction). See cell_ring.h.
+#include "exec/cell_ring.h"
+
+#include <climits>
+#include <cstdlib>
+
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace depengine::internal {
+
+namespace {
+
+std::size_t RoundUpToLine(std::size_t bytes) { return (bytes + kCellBytes - 1) / kCellBytes * kCellBytes; }
+
+// A futex on a std::atomic<uint32_t> needs it to be the bare 32-bit word.
+static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+
+}  // namespace
+
+// The sleep: a private futex on epoch_ (Linux), which returns at once when
+// epoch_ no longer holds `epoch`, atomically with going to sleep; elsewhere
+// std::atomic::wait, which gives the same guarantee.
+void RingConsumerWaker::WaitWhileEpoch(std::uint32_t epoch) {
+  while (epoch_.load(std::memory_order_seq_cst) == epoch) {
+#if defined(__linux__)
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&epoch_), FUTEX_WAIT_PRIVATE, epoch, nullptr,
+            nullptr, 0);
+#else
+    epoch_.wait(epoch, std::memory_order_seq_cst);
+#endif
+  }
+}
+
+void RingConsumerWaker::WakeEpoch() {
+#if defined(__linux__)
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&epoch_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+#else
+  epoch_.notify_one();
+#endif
+}
+
+CellRing::CellRing(const CellRingOptions& options)
+    : segment_cells_(options.segment_cells),
+      max_spare_segments_(options.max_spare_segments),
+      cells_offset_(kCellBytes + RoundUpToLine(options.segment_cells)),
+      segment_bytes_(cells_offset_ + std::size_t{options.segment_cells} * kCellBytes),
+      destroy_(options.destroy),
+      waker_(options.waker) {
+  const std::uint32_t s = options.segment_cells;
+  if (destroy_ == nullptr || s < kMaxEntryCells || (s & (s - 1)) != 0) std::abort();
+  tail_seg_ = AllocateSegment();
+  oldest_ = tail_seg_;
+  head_seg_ = tail_seg_;
+}
+
+CellRing::~CellRing() {
+  assert(reserved_ == 0);
+  // Destroy the committed entries not popped, walking as Front does.
+  Segment* seg = head_seg_;
+  std::uint64_t base = head_base_;
+  std::uint64_t pos = read_pos_;
+  while (pos != write_pos_) {
+    std::uint64_t index = pos - base;
+    if (index == segment_cells_) {
+      seg = seg->next;
+      base += segment_cells_;
+      index = 0;
+    }
+    const std::uint32_t cells = Counts(seg)[index];
+    if (cells == 0) {
+      pos = base + segment_cells_;
+      continue;
+    }
+    destroy_(Cell(seg, index), cells);
+    pos += cells;
+  }
+  // Free the whole chain, spares first.
+  for (Segment* s = oldest_; s != nullptr;) {
+    Segment* next = s->next;
+    FreeSegment(s);
+    s = next;
+  }
+}
+
+CellRing::Segment* CellRing::AllocateSegment() {
+  void* raw = ::operator new(segment_bytes_, std::align_val_t{kCellBytes});
+  auto* s = static_cast<Segment*>(raw);
+  s->next = nullptr;
+  ++segments_allocated_;
+  return s;
+}
+
+void CellRing::FreeSegment(Segment* s) { ::operator delete(static_cast<void*>(s), std::align_val_t{kCellBytes}); }
+
+void CellRing::NextSegment() {
+  // Spares are the first (segments_left_ - segments_taken_) segments of the
+  // chain; reload the consumer's count only when the cached one has none.
+  if (segments_taken_ == left_cached_) left_cached_ = segments_left_.load(std::memory_order_acquire);
+  Segment* s;
+  if (segments_taken_ < left_cached_) {
+    // Spares beyond max_spare_segments_ are freed, two per switch: a drained
+    // burst gives its memory back over the next switches, never in one long
+    // pause. (The count is the producer's copy, so it shrinks geometrically
+    // over a few reloads.) A working set larger than the limit frees and
+    // allocates a segment per switch: one malloc per segment_cells entries.
+    for (int freed = 0; freed < 2 && left_cached_ - segments_taken_ > std::uint64_t{max_spare_segments_} + 1;
+         ++freed) {
+      Segment* surplus = oldest_;
+      oldest_ = surplus->next;
+      ++segments_taken_;
+      FreeSegment(surplus);
+      ++segments_freed_;
+    }
+    s = oldest_;
+    oldest_ = s->next;
+    ++segments_taken_;
+    s->next = nullptr;
+  } else {
+    s = AllocateSegment();
+  }
+  tail_seg_->next = s;
+  tail_seg_ = s;
+  tail_base_ += segment_cells_;
+  write_pos_ = tail_base_;
+}
+
+void CellRing::LeaveSegment() {
+  Segment* old = head_seg_;
+  head_seg_ = old->next;
+  head_base_ += segment_cells_;
+  // The last access to `old` (its link, just read) comes before this store.
+  segments_left_.store(++segments_left_local_, std::memory_order_release);
+}
+
+}  // namespace depengine::internal
