@@ -330,6 +330,10 @@ struct alignas(128) Worker {
   std::atomic<std::uint64_t> steals{0};
   std::atomic<std::uint64_t> stolen{0};
   std::atomic<std::uint64_t> ran_ready{0};  // functions run from the ready list
+  // --resume=short: nodes this worker made due whose home is another worker,
+  // handed there / kept here.
+  std::atomic<std::uint64_t> handed{0};
+  std::atomic<std::uint64_t> kept{0};
   std::atomic<std::uint64_t> idle_ns{0};
   int index = 0;  // read-only after construction
   std::thread thread;
@@ -444,6 +448,8 @@ class Engine {
   std::uint64_t TookBack() const { return Sum(&Worker::took_back); }
   std::uint64_t Steals() const { return Sum(&Worker::steals); }
   std::uint64_t Stolen() const { return Sum(&Worker::stolen); }
+  std::uint64_t Handed() const { return Sum(&Worker::handed); }
+  std::uint64_t Kept() const { return Sum(&Worker::kept); }
   std::string WorkerStats() const {
     std::string r;
     for (auto& wk : workers_) {
@@ -693,6 +699,7 @@ class Engine {
       if (opt_.short_limit != 0 && h != wk.index) {
         if (len[h] < 0) len[h] = workers_[h]->ready_count.load(std::memory_order_relaxed);
         if (static_cast<std::uint64_t>(len[h]) + c[h] >= opt_.short_limit) h = wk.index;
+        Bump(h == wk.index ? wk.kept : wk.handed);
       }
       n->next = nullptr;
       if (l[h])
@@ -1329,6 +1336,9 @@ bool RunCase(const std::string& id, const Options& o) {
   std::string extra;
   if (id == "W4") {
     label += "/T" + std::to_string(o.t_us);
+    if (o.short_limit)
+      extra = "short: " + std::to_string(e.Handed()) + " handed home, " + std::to_string(e.Kept()) +
+              " kept; ";
     std::sort(pusher_ns.begin(), pusher_ns.end());
     char buf[200];
     const double med = sorted[sorted.size() / 2];
@@ -1339,7 +1349,7 @@ bool RunCase(const std::string& id, const Options& o) {
                   pusher_ns[pusher_ns.size() / 2], GetDag(o).critical_path,
                   static_cast<unsigned long long>(e.Steals()),
                   static_cast<unsigned long long>(e.Stolen()));
-    extra = buf;
+    extra += buf;
   }
   if ((id == "W2" || id == "floor-W2") && o.k != 4096) label += "/K" + std::to_string(o.k);
   std::printf(
