@@ -74,6 +74,9 @@
 //    spin lock; `--steal`: an idle worker takes half of another's ready list.
 //    W4 needs home + steal: with `here`, one worker runs nearly everything
 //    (the completer of a var runs its successors) while the other idles.
+//    `--resume=short[:N]`: home only while the home worker's ready list holds
+//    fewer than N nodes, else the completer keeps the node (design.md, "Step
+//    4 measured").
 //
 // Correctness: every repetition checks its counters (WORKLOADS.md), and the
 // program runs clean under -fsanitize=thread, with `--park-delay` widening
@@ -164,6 +167,11 @@ struct Options {
   bool resume_home = false;
   // --resume=mixed: home, but a completer with nothing ready keeps one.
   bool resume_mixed = false;
+  // --resume=short[:N] (N = short_limit >= 1, default 4; 0: off): home, but
+  // only while the home worker's ready list holds fewer than N nodes,
+  // counting those this completion hands it; otherwise the completer keeps
+  // the node (on its own ready list, under its lock).
+  std::uint32_t short_limit = 0;
   int t_us = 0;              // W4: the body's spin, microseconds
   std::size_t n4 = 200'000;  // W4 functions
   std::size_t v4 = 1000;     // W4 vars
@@ -322,6 +330,10 @@ struct alignas(128) Worker {
   std::atomic<std::uint64_t> steals{0};
   std::atomic<std::uint64_t> stolen{0};
   std::atomic<std::uint64_t> ran_ready{0};  // functions run from the ready list
+  // --resume=short: nodes this worker made due whose home is another worker,
+  // handed there / kept here.
+  std::atomic<std::uint64_t> handed{0};
+  std::atomic<std::uint64_t> kept{0};
   std::atomic<std::uint64_t> idle_ns{0};
   int index = 0;  // read-only after construction
   std::thread thread;
@@ -436,6 +448,8 @@ class Engine {
   std::uint64_t TookBack() const { return Sum(&Worker::took_back); }
   std::uint64_t Steals() const { return Sum(&Worker::steals); }
   std::uint64_t Stolen() const { return Sum(&Worker::stolen); }
+  std::uint64_t Handed() const { return Sum(&Worker::handed); }
+  std::uint64_t Kept() const { return Sum(&Worker::kept); }
   std::string WorkerStats() const {
     std::string r;
     for (auto& wk : workers_) {
@@ -673,9 +687,20 @@ class Engine {
     Node* f[kMaxWorkers] = {};
     Node* l[kMaxWorkers] = {};
     std::uint32_t c[kMaxWorkers] = {};
+    // --resume=short: each peer's ready_count is loaded at most once per
+    // call (a relaxed load of a line the peer writes: a hint; a stale value
+    // only sends a node to the other list, both of which take it under
+    // ready_lock). -1: not loaded yet.
+    std::int64_t len[kMaxWorkers];
+    std::fill(len, len + kMaxWorkers, -1);
     for (Node* n = first; n;) {
       Node* next = n->next;
-      const int h = n->home;
+      int h = n->home;
+      if (opt_.short_limit != 0 && h != wk.index) {
+        if (len[h] < 0) len[h] = workers_[h]->ready_count.load(std::memory_order_relaxed);
+        if (static_cast<std::uint64_t>(len[h]) + c[h] >= opt_.short_limit) h = wk.index;
+        Bump(h == wk.index ? wk.kept : wk.handed);
+      }
       n->next = nullptr;
       if (l[h])
         l[h]->next = n;
@@ -1303,11 +1328,17 @@ bool RunCase(const std::string& id, const Options& o) {
   }
   std::string label = id;
   std::string policy = id == "floor-W2" ? "rr" : o.policy;
-  if (o.resume_home) policy += o.resume_mixed ? "+mixed" : "+home";
+  if (o.short_limit)
+    policy += "+short:" + std::to_string(o.short_limit);
+  else if (o.resume_home)
+    policy += o.resume_mixed ? "+mixed" : "+home";
   if (o.steal) policy += "+steal";
   std::string extra;
   if (id == "W4") {
     label += "/T" + std::to_string(o.t_us);
+    if (o.short_limit)
+      extra = "short: " + std::to_string(e.Handed()) + " handed home, " + std::to_string(e.Kept()) +
+              " kept; ";
     std::sort(pusher_ns.begin(), pusher_ns.end());
     char buf[200];
     const double med = sorted[sorted.size() / 2];
@@ -1318,7 +1349,7 @@ bool RunCase(const std::string& id, const Options& o) {
                   pusher_ns[pusher_ns.size() / 2], GetDag(o).critical_path,
                   static_cast<unsigned long long>(e.Steals()),
                   static_cast<unsigned long long>(e.Stolen()));
-    extra = buf;
+    extra += buf;
   }
   if ((id == "W2" || id == "floor-W2") && o.k != 4096) label += "/K" + std::to_string(o.k);
   std::printf(
@@ -1375,7 +1406,11 @@ int main(int argc, char** argv) {
     else if (flag == "--park-delay")
       o.park_delay = static_cast<int>(ParseU(flag, val));
     else if (flag == "--resume" && (val == "home" || val == "here" || val == "mixed"))
-      o.resume_home = val != "here", o.resume_mixed = val == "mixed";
+      o.resume_home = val != "here", o.resume_mixed = val == "mixed", o.short_limit = 0;
+    else if (flag == "--resume" && (val == "short" || val.rfind("short:", 0) == 0) &&
+             (val == "short" || ParseU(flag, val.substr(6)) >= 1))
+      o.resume_home = true, o.resume_mixed = false,
+      o.short_limit = val == "short" ? 4 : static_cast<std::uint32_t>(ParseU(flag, val.substr(6)));
     else if (flag == "--steal")
       o.steal = true;
     else if (flag == "--t")
@@ -1396,7 +1431,7 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: %s [--only=floor-W2,W1,W2,W5,W5x4096,W4] [--policy=affinity|rr] [--steal]\n"
-          "  [--resume=here|home|mixed] [--t=0 (W4 spin, us)] [--n4=200000] [--v4=1000] "
+          "  [--resume=here|home|mixed|short[:N]] [--t=0 (W4 spin, us)] [--n4=200000] [--v4=1000] "
           "[--n=1000000]\n"
           "  [--n2=1048576] [--k=4096] [--reps=5] [--workers=2] [--ring=4096]\n"
           "  [--batch=32] [--prefetch=0] [--wprefetch=4] [--spin=4000] [--park-delay=0 (test "
