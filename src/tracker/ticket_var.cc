@@ -8,6 +8,7 @@ namespace depengine::internal {
 
 #ifdef DEPENGINE_TICKET_VAR_TEST_HOOK
 void (*ticket_park_delay_for_testing)() = nullptr;
+std::uint64_t ticket_insert_steps_for_testing = 0;
 #endif
 
 void TaskList::Grow() {
@@ -19,7 +20,7 @@ void TaskList::Grow() {
 }
 
 TicketUse TicketVar::StampRead() {
-  ++reads_pushed_;
+  reads_pushed_ = (reads_pushed_ + 1) & kReadMask;
   return TicketUse{this, writes_pushed_, 0, false};
 }
 
@@ -31,11 +32,26 @@ TicketUse TicketVar::StampWrite() {
 }
 
 void TicketVar::InsertLocked(TicketTask* t) {
-  // Tasks reach a var nearly in push order (workers take them from FIFOs),
-  // so the walk from the newest end is short.
+  // A task taken from a queue parks near the newest end; one resumed on
+  // another var (a multi-var task) parks near the oldest end, behind which
+  // many newer tasks may wait already (W3's reduce on X, behind the next
+  // rounds' reads). So the place is searched from both ends at once, one
+  // step each: the cost is twice the distance to the nearer end.
   const TicketUse& u = UseOf(t);
-  TicketTask* after = parked_tail_;
-  while (after != nullptr && Before(u, UseOf(after))) after = after->park_prev;
+  TicketTask* after = parked_tail_;   // insert after it when !Before(u, after)
+  TicketTask* before = parked_head_;  // insert before it when Before(u, before)
+  for (;;) {
+    if (after == nullptr || !Before(u, UseOf(after))) break;
+    if (Before(u, UseOf(before))) {
+      after = before->park_prev;  // t goes first among the equal tickets' successors
+      break;
+    }
+    after = after->park_prev;
+    before = before->park_next;
+#ifdef DEPENGINE_TICKET_VAR_TEST_HOOK
+    ++ticket_insert_steps_for_testing;
+#endif
+  }
   t->park_prev = after;
   t->park_next = after != nullptr ? after->park_next : parked_head_;
   if (t->park_next != nullptr) {
@@ -86,33 +102,42 @@ bool TicketVar::Park(TicketTask* t, TaskList* resumed) {
   return TakeDueLocked(state_.load(std::memory_order_seq_cst), t, resumed);
 }
 
-void TicketVar::ResumeAfter(TaskList* resumed) {
+void TicketVar::ResumeAfter(std::uint64_t stored, TaskList* resumed) {
   if (!has_parked_.load(std::memory_order_seq_cst)) return;
   SpinLockGuard guard(park_lock_);
-  TakeDueLocked(state_.load(std::memory_order_relaxed), nullptr, resumed);
+  // With the value this completion stored, not a fresh load: a later
+  // completion takes what it made due itself, so each parked task is taken
+  // by the completion that made it due (a kAsync function then runs on
+  // that completion's thread). What was due at `stored` is still due: a
+  // parked task has not run.
+  TakeDueLocked(stored, nullptr, resumed);
 }
 
 void TicketVar::CompleteRead(TaskList* resumed) {
   std::uint64_t s = state_.load(std::memory_order_relaxed);
-  // Reads finished wrap within their 32 bits instead of carrying into the
+  std::uint64_t next;
+  // Reads finished wrap within their 31 bits instead of carrying into the
   // write count (see state_).
-  while (!state_.compare_exchange_weak(
-      s, (s & ~std::uint64_t{0xffffffff}) | static_cast<std::uint32_t>(s + 1),
-      std::memory_order_seq_cst, std::memory_order_relaxed)) {
-  }
-  ResumeAfter(resumed);
+  do {
+    next = (s & ~std::uint64_t{0xffffffff}) | (static_cast<std::uint32_t>(s + 1) & kReadMask);
+  } while (!state_.compare_exchange_weak(s, next, std::memory_order_seq_cst,
+                                         std::memory_order_relaxed));
+  ResumeAfter(next, resumed);
 }
 
 void TicketVar::CompleteWrite(const TicketUse& u, TaskList* resumed) {
   assert(state_.load(std::memory_order_relaxed) == Pack(u.epoch, u.reads_before) &&
          "a write completes only while it is due");
-  state_.store(Pack(u.epoch + 1, 0), std::memory_order_seq_cst);
-  ResumeAfter(resumed);
+  const std::uint64_t next = Pack(u.epoch + 1, 0);
+  state_.store(next, std::memory_order_seq_cst);
+  ResumeAfter(next, resumed);
 }
 
-void TicketVar::SetFailure(FailurePtr f) {
+bool TicketVar::SetFailure(FailurePtr f) {
   SpinLockGuard guard(park_lock_);
+  const bool had_none = failure_ == nullptr;
   failure_ = std::move(f);
+  return had_none;
 }
 
 FailurePtr TicketVar::Failure() const {
@@ -125,10 +150,19 @@ FailurePtr TicketVar::TakeFailure() {
   return std::exchange(failure_, nullptr);
 }
 
+void TicketVar::ResetForReuse() {
+  assert(parked_head_ == nullptr);
+  writes_pushed_ = 0;
+  reads_pushed_ = 0;
+  state_.store(0, std::memory_order_relaxed);
+  has_parked_.store(false, std::memory_order_relaxed);
+  failure_.reset();
+}
+
 void TicketVar::StartAtForTesting(std::uint32_t writes, std::uint32_t reads) {
   writes_pushed_ = writes;
-  reads_pushed_ = reads;
-  state_.store(Pack(writes, reads), std::memory_order_relaxed);
+  reads_pushed_ = reads & kReadMask;
+  state_.store(Pack(writes, reads & kReadMask), std::memory_order_relaxed);
 }
 
 int TicketVar::ParkedCountForTesting() const {

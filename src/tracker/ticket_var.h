@@ -22,10 +22,10 @@
 //   a read   (W, -) is due when writes_done == W (reads of one epoch share);
 //   a write  (W, R) is due when writes_done == W and reads_done == R.
 // Once due, a use stays due until its own task releases it: nothing else can
-// move `state` past it. Counts are 32-bit and compared modulo 2^32: a var
-// may see any number of uses in its life, but fewer than 2^31 writes may be
-// pending on it at once (each costs memory, so this is not a limit in
-// practice).
+// move `state` past it. Writes are counted modulo 2^32 and reads (within an
+// epoch) modulo 2^31: a var may see any number of uses in its life, but
+// fewer than 2^30 uses may be pending on it at once (each costs memory, so
+// this is not a limit in practice).
 //
 // Memory ordering: a completion changes `state` with a seq_cst store (write)
 // or compare-exchange (read), which releases everything its task did; a due
@@ -55,10 +55,13 @@ class TicketVar;
 // read-only after.
 struct TicketUse {
   TicketVar* var = nullptr;
-  std::uint32_t epoch = 0;         // W: writes pushed on the var before this use
-  std::uint32_t reads_before = 0;  // R: for a write, reads pushed in its epoch
-  bool write = false;
+  std::uint32_t epoch = 0;  // W: writes pushed on the var before this use
+  // R: for a write, reads pushed in its epoch (31 bits: see state_), so that
+  // a use fits in 16 bytes and a one-var block in two cache lines.
+  std::uint32_t reads_before : 31 = 0;
+  std::uint32_t write : 1 = 0;
 };
+static_assert(sizeof(TicketUse) == 16);
 
 // A pushed function as the tracker sees it: its uses (distinct vars, any
 // order; AcquireUses checks them in that order) and how far it got.
@@ -144,9 +147,21 @@ class alignas(64) TicketVar {
   // CompleteWrite, read by the functions that use the var after it (they
   // found their use due, so they see it), taken by the waiter that delivers
   // it. Any thread.
-  void SetFailure(FailurePtr f) EXCLUDES(park_lock_);
+  // SetFailure returns true when the var had no failure before.
+  bool SetFailure(FailurePtr f) EXCLUDES(park_lock_);
   FailurePtr Failure() const EXCLUDES(park_lock_);
   FailurePtr TakeFailure() EXCLUDES(park_lock_);
+
+  // Whether every use pushed so far has finished. Pushers, with push_lock
+  // held (so no ticket is being taken); acquire, like a due check.
+  bool AllFinished() const REQUIRES(push_lock) {
+    return state_.load(std::memory_order_acquire) == Pack(writes_pushed_, reads_pushed_);
+  }
+  // Resets a var whose every use finished, for a new life (a pool reuses
+  // vars): counts to zero, no failure. By its only user.
+  void ResetForReuse() NO_THREAD_SAFETY_ANALYSIS;
+  // Starts fetching the worker-side line, which a completion writes.
+  void PrefetchWorkerSide() const { __builtin_prefetch(&state_, 1); }
 
   // Tasks parked on the var now. For tests and diagnostics; any thread.
   int ParkedCountForTesting() const EXCLUDES(park_lock_);
@@ -156,6 +171,7 @@ class alignas(64) TicketVar {
   void StartAtForTesting(std::uint32_t writes, std::uint32_t reads) NO_THREAD_SAFETY_ANALYSIS;
 
  private:
+  static constexpr std::uint32_t kReadMask = 0x7fffffffu;  // reads count modulo 2^31
   static constexpr std::uint64_t Pack(std::uint32_t writes, std::uint32_t reads) {
     return (std::uint64_t{writes} << 32) | reads;
   }
@@ -179,18 +195,18 @@ class alignas(64) TicketVar {
   // advanced), except `self`, which is only unlinked and reported.
   bool TakeDueLocked(std::uint64_t state, TicketTask* self, TaskList* resumed)
       REQUIRES(park_lock_);
-  // After a completion's store to `state`: takes what it made due.
-  void ResumeAfter(TaskList* resumed) EXCLUDES(park_lock_);
+  // After a completion stored `stored` to `state`: takes what it made due.
+  void ResumeAfter(std::uint64_t stored, TaskList* resumed) EXCLUDES(park_lock_);
 
   // Pusher side. Written and read under push_lock only.
   std::uint32_t writes_pushed_ GUARDED_BY(push_lock) = 0;
-  std::uint32_t reads_pushed_ GUARDED_BY(push_lock) = 0;  // since the last write
+  std::uint32_t reads_pushed_ GUARDED_BY(push_lock) = 0;  // since the last write, mod 2^31
 
-  // (writes finished << 32) | reads finished since the last write. Written
-  // by completions only: a write's seq_cst store (nothing else can change
-  // the word while a write is due), a read's seq_cst compare-exchange (the
-  // reads of one epoch complete concurrently; a fetch_add would carry into
-  // the write count after 2^32 reads). Loaded with acquire by due checks and
+  // (writes finished << 32) | reads finished since the last write (modulo
+  // 2^31, like a write's reads_before). Written by completions only: a
+  // write's seq_cst store (nothing else can change the word while a write
+  // is due), a read's seq_cst compare-exchange (the reads of one epoch
+  // complete concurrently; a fetch_add would run past 2^31 reads). Loaded with acquire by due checks and
   // seq_cst by parkers (see the note at the top).
   alignas(64) std::atomic<std::uint64_t> state_{0};
   // Some task may be parked here. Set (seq_cst) by a parker after it links
@@ -223,6 +239,8 @@ void ReleaseUses(const TicketTask& t, TaskList* ready);
 // Called by Park between the caller's failed due check and the handshake,
 // to widen the park / complete race in tests. Null in normal builds.
 extern void (*ticket_park_delay_for_testing)();
+// Steps the parked-list insertions have walked (both ends count as one).
+extern std::uint64_t ticket_insert_steps_for_testing;
 #endif
 
 }  // namespace depengine::internal
