@@ -96,7 +96,8 @@ void BM_CellRingHandoff(benchmark::State& state) {
     }
     if ((pushed & 1023) == 0 && pushed - h.done.load(std::memory_order_acquire) > kMaxInFlight) {
       h.ring.Publish();
-      while (pushed - h.done.load(std::memory_order_acquire) > kMaxInFlight / 2) std::this_thread::yield();
+      while (pushed - h.done.load(std::memory_order_acquire) > kMaxInFlight / 2)
+        std::this_thread::yield();
     }
   }
   new (h.ring.Reserve(1)) Fn();  // the end

@@ -15,7 +15,9 @@ namespace depengine::internal {
 
 namespace {
 
-std::size_t RoundUpToLine(std::size_t bytes) { return (bytes + kCellBytes - 1) / kCellBytes * kCellBytes; }
+std::size_t RoundUpToLine(std::size_t bytes) {
+  return (bytes + kCellBytes - 1) / kCellBytes * kCellBytes;
+}
 
 // A futex on a std::atomic<uint32_t> needs it to be the bare 32-bit word.
 static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
@@ -29,8 +31,8 @@ static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 void RingConsumerWaker::WaitWhileEpoch(std::uint32_t epoch) {
   while (epoch_.load(std::memory_order_seq_cst) == epoch) {
 #if defined(__linux__)
-    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&epoch_), FUTEX_WAIT_PRIVATE, epoch, nullptr,
-            nullptr, 0);
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&epoch_), FUTEX_WAIT_PRIVATE, epoch,
+            nullptr, nullptr, 0);
 #else
     epoch_.wait(epoch, std::memory_order_seq_cst);
 #endif
@@ -39,7 +41,8 @@ void RingConsumerWaker::WaitWhileEpoch(std::uint32_t epoch) {
 
 void RingConsumerWaker::WakeEpoch() {
 #if defined(__linux__)
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&epoch_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&epoch_), FUTEX_WAKE_PRIVATE, 1, nullptr,
+          nullptr, 0);
 #else
   epoch_.notify_one();
 #endif
@@ -89,19 +92,22 @@ CellRing::~CellRing() {
 }
 
 CellRing::Segment* CellRing::AllocateSegment() {
-  void* raw = ::operator new(segment_bytes_, std::align_val_t{kCellBytes});
+  void* raw = ::operator new (segment_bytes_, std::align_val_t{kCellBytes});
   auto* s = static_cast<Segment*>(raw);
   s->next = nullptr;
   ++segments_allocated_;
   return s;
 }
 
-void CellRing::FreeSegment(Segment* s) { ::operator delete(static_cast<void*>(s), std::align_val_t{kCellBytes}); }
+void CellRing::FreeSegment(Segment* s) {
+  ::operator delete (static_cast<void*>(s), std::align_val_t{kCellBytes});
+}
 
 void CellRing::NextSegment() {
   // Spares are the first (segments_left_ - segments_taken_) segments of the
   // chain; reload the consumer's count only when the cached one has none.
-  if (segments_taken_ == left_cached_) left_cached_ = segments_left_.load(std::memory_order_acquire);
+  if (segments_taken_ == left_cached_)
+    left_cached_ = segments_left_.load(std::memory_order_acquire);
   Segment* s;
   if (segments_taken_ < left_cached_) {
     // Spares beyond max_spare_segments_ are freed, two per switch: a drained
@@ -109,7 +115,8 @@ void CellRing::NextSegment() {
     // pause. (The count is the producer's copy, so it shrinks geometrically
     // over a few reloads.) A working set larger than the limit frees and
     // allocates a segment per switch: one malloc per segment_cells entries.
-    for (int freed = 0; freed < 2 && left_cached_ - segments_taken_ > std::uint64_t{max_spare_segments_} + 1;
+    for (int freed = 0;
+         freed < 2 && left_cached_ - segments_taken_ > std::uint64_t{max_spare_segments_} + 1;
          ++freed) {
       Segment* surplus = oldest_;
       oldest_ = surplus->next;

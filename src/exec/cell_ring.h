@@ -103,22 +103,23 @@ class RingConsumerWaker {
   // the caller polls again. The consumer thread only.
   template <class HasWork>
   void SleepUnless(HasWork&& has_work) {
-    sleeping_.store(1, std::memory_order_seq_cst);                    // (1)
+    sleeping_.store(1, std::memory_order_seq_cst);                       // (1)
     const std::uint32_t epoch = epoch_.load(std::memory_order_seq_cst);  // (2)
-    if (!has_work()) {                                                // (3)
+    if (!has_work()) {                                                   // (3)
       sleeps_.store(sleeps_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       WaitWhileEpoch(epoch);
     }
     // A producer's exchange may have cleared it already; both write 0.
-    if (sleeping_.load(std::memory_order_relaxed) != 0) sleeping_.store(0, std::memory_order_seq_cst);
+    if (sleeping_.load(std::memory_order_relaxed) != 0)
+      sleeping_.store(0, std::memory_order_seq_cst);
   }
 
   // Wakes the consumer if it sleeps or is about to. Call it after making
   // work visible with a seq_cst store (CellRing::Publish does). Any thread.
   void Notify() {
-    if (sleeping_.load(std::memory_order_seq_cst) == 0) return;          // (b)
-    if (sleeping_.exchange(0, std::memory_order_seq_cst) == 0) return;   // (c)
-    epoch_.fetch_add(1, std::memory_order_seq_cst);                      // (d)
+    if (sleeping_.load(std::memory_order_seq_cst) == 0) return;         // (b)
+    if (sleeping_.exchange(0, std::memory_order_seq_cst) == 0) return;  // (c)
+    epoch_.fetch_add(1, std::memory_order_seq_cst);                     // (d)
     WakeEpoch();
   }
 
@@ -260,7 +261,9 @@ class CellRing {
   }
   // True when the producer has published an entry the consumer has not
   // popped: the seq_cst re-check of RingConsumerWaker::SleepUnless.
-  bool HasPublishedForWait() const { return published_.load(std::memory_order_seq_cst) != read_pos_; }
+  bool HasPublishedForWait() const {
+    return published_.load(std::memory_order_seq_cst) != read_pos_;
+  }
 
  private:
   // A segment: its link line, then a count byte per cell (padded to a line),
@@ -273,7 +276,9 @@ class CellRing {
     Segment* next;
   };
   // The count byte of each cell of `s` (the line after the link).
-  static std::uint8_t* Counts(Segment* s) { return reinterpret_cast<std::uint8_t*>(s) + kCellBytes; }
+  static std::uint8_t* Counts(Segment* s) {
+    return reinterpret_cast<std::uint8_t*>(s) + kCellBytes;
+  }
   // Cell `index` of `s` (after the count lines).
   void* Cell(Segment* s, std::uint64_t index) const {
     return reinterpret_cast<std::byte*>(s) + cells_offset_ + index * kCellBytes;
@@ -289,20 +294,20 @@ class CellRing {
   // --- set at construction, read by both ---
   const std::uint32_t segment_cells_;
   const std::uint32_t max_spare_segments_;
-  const std::size_t cells_offset_;   // bytes from a segment's start to its first cell
+  const std::size_t cells_offset_;  // bytes from a segment's start to its first cell
   const std::size_t segment_bytes_;
   void (*const destroy_)(void*, std::uint32_t);
   RingConsumerWaker* const waker_;
 
   // --- the producer's line: the producer only ---
-  alignas(64) Segment* tail_seg_;   // the segment the producer writes into
-  std::uint64_t tail_base_ = 0;     // position of tail_seg_'s first cell
-  std::uint64_t write_pos_ = 0;     // end of the committed entries
+  alignas(64) Segment* tail_seg_;     // the segment the producer writes into
+  std::uint64_t tail_base_ = 0;       // position of tail_seg_'s first cell
+  std::uint64_t write_pos_ = 0;       // end of the committed entries
   std::uint64_t last_published_ = 0;  // the last value stored to published_
-  std::uint32_t reserved_ = 0;      // cells of the open reservation, or 0
-  Segment* oldest_;                 // the chain's front (oldest spare or the consumer's)
+  std::uint32_t reserved_ = 0;        // cells of the open reservation, or 0
+  Segment* oldest_;                   // the chain's front (oldest spare or the consumer's)
   std::uint64_t segments_taken_ = 0;  // segments taken off the chain's front
-  std::uint64_t left_cached_ = 0;   // the producer's copy of segments_left_
+  std::uint64_t left_cached_ = 0;     // the producer's copy of segments_left_
   std::uint64_t segments_allocated_ = 0;
   std::uint64_t segments_freed_ = 0;
 
@@ -313,11 +318,11 @@ class CellRing {
   alignas(64) std::atomic<std::uint64_t> published_{0};
 
   // --- the consumer's line: the consumer only ---
-  alignas(64) Segment* head_seg_;   // the segment the consumer reads
-  std::uint64_t head_base_ = 0;     // position of head_seg_'s first cell
-  std::uint64_t read_pos_ = 0;      // start of the oldest entry not popped
-  std::uint64_t visible_ = 0;       // the consumer's copy of published_
-  std::uint32_t front_cells_ = 0;   // cells of the entry Front returned
+  alignas(64) Segment* head_seg_;          // the segment the consumer reads
+  std::uint64_t head_base_ = 0;            // position of head_seg_'s first cell
+  std::uint64_t read_pos_ = 0;             // start of the oldest entry not popped
+  std::uint64_t visible_ = 0;              // the consumer's copy of published_
+  std::uint32_t front_cells_ = 0;          // cells of the entry Front returned
   std::uint64_t segments_left_local_ = 0;  // the value of segments_left_
 
   // Segments the consumer has left (each one a spare the producer may

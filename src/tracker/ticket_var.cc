@@ -120,8 +120,8 @@ void TicketVar::CompleteRead(TaskList* resumed) {
   // write count (see state_).
   do {
     next = (s & ~std::uint64_t{0xffffffff}) | (static_cast<std::uint32_t>(s + 1) & kReadMask);
-  } while (!state_.compare_exchange_weak(s, next, std::memory_order_seq_cst,
-                                         std::memory_order_relaxed));
+  } while (
+      !state_.compare_exchange_weak(s, next, std::memory_order_seq_cst, std::memory_order_relaxed));
   ResumeAfter(next, resumed);
 }
 

@@ -96,7 +96,6 @@ class TaskList {
   bool empty() const { return size_ == 0; }
   int size() const { return size_; }
   TicketTask* operator[](int i) const { return data_[i]; }
-  void Clear() { size_ = 0; }
 
  private:
   void Grow();
@@ -193,8 +192,7 @@ class alignas(64) TicketVar {
   void InsertLocked(TicketTask* t) REQUIRES(park_lock_);
   // Takes the due prefix of the list off it into `resumed` (cursors
   // advanced), except `self`, which is only unlinked and reported.
-  bool TakeDueLocked(std::uint64_t state, TicketTask* self, TaskList* resumed)
-      REQUIRES(park_lock_);
+  bool TakeDueLocked(std::uint64_t state, TicketTask* self, TaskList* resumed) REQUIRES(park_lock_);
   // After a completion stored `stored` to `state`: takes what it made due.
   void ResumeAfter(std::uint64_t stored, TaskList* resumed) EXCLUDES(park_lock_);
 
@@ -206,8 +204,9 @@ class alignas(64) TicketVar {
   // 2^31, like a write's reads_before). Written by completions only: a
   // write's seq_cst store (nothing else can change the word while a write
   // is due), a read's seq_cst compare-exchange (the reads of one epoch
-  // complete concurrently; a fetch_add would run past 2^31 reads). Loaded with acquire by due checks and
-  // seq_cst by parkers (see the note at the top).
+  // complete concurrently; a fetch_add would run past 2^31 reads). Loaded
+  // with acquire by due checks and seq_cst by parkers (see the note at the
+  // top).
   alignas(64) std::atomic<std::uint64_t> state_{0};
   // Some task may be parked here. Set (seq_cst) by a parker after it links
   // its task, cleared (relaxed) by whoever empties the list; both under

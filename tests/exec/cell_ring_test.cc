@@ -26,7 +26,8 @@ namespace {
 std::uint64_t Scaled(std::uint64_t n) {
   const char* s = std::getenv("DEPENGINE_TEST_SCALE");
   const double f = s != nullptr ? std::atof(s) : 1.0;
-  return std::max<std::uint64_t>(1000, static_cast<std::uint64_t>(static_cast<double>(n) * (f > 0 ? f : 1.0)));
+  return std::max<std::uint64_t>(
+      1000, static_cast<std::uint64_t>(static_cast<double>(n) * (f > 0 ? f : 1.0)));
 }
 
 // Counts, per sequence number, how many times an entry was constructed and
@@ -67,11 +68,20 @@ static_assert(sizeof(Blob<1>) == 64 && sizeof(Blob<4>) == 256);
 template <class F>
 void Visit(void* p, std::uint32_t cells, F&& f) {
   switch (cells) {
-    case 1: f(*static_cast<Blob<1>*>(p)); break;
-    case 2: f(*static_cast<Blob<2>*>(p)); break;
-    case 3: f(*static_cast<Blob<3>*>(p)); break;
-    case 4: f(*static_cast<Blob<4>*>(p)); break;
-    default: std::abort();
+    case 1:
+      f(*static_cast<Blob<1>*>(p));
+      break;
+    case 2:
+      f(*static_cast<Blob<2>*>(p));
+      break;
+    case 3:
+      f(*static_cast<Blob<3>*>(p));
+      break;
+    case 4:
+      f(*static_cast<Blob<4>*>(p));
+      break;
+    default:
+      std::abort();
   }
 }
 
@@ -95,11 +105,20 @@ CellRingOptions Options(std::uint32_t segment_cells, RingConsumerWaker* waker = 
 void* PushBlob(CellRing& ring, std::uint32_t cells, std::uint64_t seq, Tally* tally, bool publish) {
   void* p = ring.Reserve(cells);
   switch (cells) {
-    case 1: new (p) Blob<1>(seq, tally); break;
-    case 2: new (p) Blob<2>(seq, tally); break;
-    case 3: new (p) Blob<3>(seq, tally); break;
-    case 4: new (p) Blob<4>(seq, tally); break;
-    default: std::abort();
+    case 1:
+      new (p) Blob<1>(seq, tally);
+      break;
+    case 2:
+      new (p) Blob<2>(seq, tally);
+      break;
+    case 3:
+      new (p) Blob<3>(seq, tally);
+      break;
+    case 4:
+      new (p) Blob<4>(seq, tally);
+      break;
+    default:
+      std::abort();
   }
   if (publish) {
     ring.Commit();
@@ -131,7 +150,9 @@ Taken PopBlob(CellRing& ring, CellRing::Entry e) {
   return t;
 }
 
-std::uint32_t CellsOf(std::uint64_t seq) { return static_cast<std::uint32_t>((seq * 7 + seq / 5) % kMaxEntryCells) + 1; }
+std::uint32_t CellsOf(std::uint64_t seq) {
+  return static_cast<std::uint32_t>((seq * 7 + seq / 5) % kMaxEntryCells) + 1;
+}
 
 TEST(CellRingTest, FifoInPlaceAcrossManySegments) {
   constexpr std::uint64_t kN = 20000;
@@ -208,7 +229,8 @@ TEST(CellRingTest, SegmentsAreReusedWhileMillionsPass) {
     // Up to 24 entries in flight (at most 96 cells: 24 segments of 4 and
     // the skipped ends).
     const std::uint64_t push = std::min<std::uint64_t>(n - pushed, pushed % 24 + 1);
-    for (std::uint64_t i = 0; i < push; ++i, ++pushed) PushBlob(ring, CellsOf(pushed), pushed, nullptr, true);
+    for (std::uint64_t i = 0; i < push; ++i, ++pushed)
+      PushBlob(ring, CellsOf(pushed), pushed, nullptr, true);
     while (popped < pushed) {
       const Taken t = PopBlob(ring, ring.Front());
       ASSERT_EQ(t.seq, popped);
@@ -291,7 +313,7 @@ TEST(CellRingTest, DestructionDestroysWhatIsLeftExactlyOnce) {
 struct Consumer {
   std::vector<CellRing*> rings;
   RingConsumerWaker* waker;
-  std::uint64_t end_seq;  // an entry with this seq ends a ring
+  std::uint64_t end_seq;            // an entry with this seq ends a ring
   std::vector<std::uint64_t> next;  // per ring: the seq expected next
   std::string error;
 

@@ -121,8 +121,10 @@ class Simulation {
   void Take() {
     // Mostly near push order, as from a FIFO, sometimes far out of it.
     std::size_t pick = 0;
-    if (rng_() % 4 == 0) pick = rng_() % untaken_.size();
-    else pick = std::min<std::size_t>(rng_() % 3, untaken_.size() - 1);
+    if (rng_() % 4 == 0)
+      pick = rng_() % untaken_.size();
+    else
+      pick = std::min<std::size_t>(rng_() % 3, untaken_.size() - 1);
     const int i = untaken_[pick];
     untaken_.erase(untaken_.begin() + static_cast<std::ptrdiff_t>(pick));
     TaskList ready;
@@ -214,7 +216,8 @@ TEST(TicketVar, OneWriteResumesEveryParkedReadOfTheNextEpoch) {
   Program p(1);
   const int w = p.Push({{0, true}});
   std::vector<int> reads;
-  for (int i = 0; i < 100; ++i) reads.push_back(p.Push({{0, false}}));  // past TaskList's inline room
+  for (int i = 0; i < 100; ++i)
+    reads.push_back(p.Push({{0, false}}));  // past TaskList's inline room
   const int w2 = p.Push({{0, true}});
   TaskList ready;
   // Parked newest first: the list must still come out in ticket order.
@@ -330,7 +333,8 @@ class ThreadedRun {
 
   static std::uint64_t Body(Program::Task& task, std::vector<std::uint64_t>& data) {
     std::uint64_t h = static_cast<std::uint64_t>(task.index) * 0x9e3779b97f4a7c15u;
-    for (const UseSpec& s : task.spec) h = (h ^ data[static_cast<std::size_t>(s.var)]) * 1099511628211u;
+    for (const UseSpec& s : task.spec)
+      h = (h ^ data[static_cast<std::size_t>(s.var)]) * 1099511628211u;
     for (const UseSpec& s : task.spec) {
       if (s.write) data[static_cast<std::size_t>(s.var)] += h | 1;
     }
