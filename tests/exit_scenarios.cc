@@ -14,9 +14,14 @@
 //   exit_scenarios get-after-exit     the same static calls Engine::Get()
 //   exit_scenarios last-ref-in-closure KIND sync|async
 //                                       the engine's last shared_ptr is in a
-//                                       function's closure
+//                                       function's closure: the engine still
+//                                       runs what was pushed after it, then
+//                                       ends its threads
 // The engine kind of Get() comes from DEPENGINE_ENGINE_TYPE; KIND is 0
 // (naive), 1 (pooled) or 2 (per-device).
+#include <dirent.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -107,26 +112,57 @@ int UseTheEngineWithALateStatic() {
   return 0;
 }
 
+// Threads of this process now (its entries in /proc/self/task).
+int ThreadCount() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.') ++n;
+    }
+    closedir(d);
+  }
+  return n;
+}
+
+// The engine's last shared_ptr is in the closure of a function F, dropped
+// on the engine's own thread as F finishes. A later function G must still
+// run, and the engine's threads must end: prints what happened, exit 0.
 int LastRefInClosure(int kind, bool async) {
+  const int threads_before = ThreadCount();
   EngineOptions options;
   options.kind = static_cast<EngineKind>(kind);
   std::shared_ptr<Engine> e = CreateEngine(options);
+  std::atomic<bool> f_finished{false};
+  std::atomic<bool> g_ran{false};
+  VarHandle v = e->NewVariable();
   if (async) {
     e->PushAsync(
-        [e](RunContext, CallbackOnComplete done) {
-          std::thread([done] {
+        [e, &f_finished](RunContext, CallbackOnComplete done) {
+          std::thread([done, &f_finished] {
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            f_finished = true;
             done();
           }).detach();
         },
-        Context::CPU(), {}, {});
+        Context::CPU(), {}, {v});
   } else {
-    e->PushSync([e](RunContext) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); },
-                Context::CPU(), {}, {});
+    e->PushSync(
+        [e, &f_finished](RunContext) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          f_finished = true;
+        },
+        Context::CPU(), {}, {v});
   }
+  e->PushSync([&](RunContext) { g_ran = f_finished.load(); }, Context::CPU(), {v}, {});
   e.reset();  // the closure holds the last reference now
-  std::this_thread::sleep_for(std::chrono::seconds(5));
-  std::fprintf(stderr, "exit: the engine was not destroyed, or destroyed without a word\n");
+  // The engine is gone once its threads (and the reaper, and the async
+  // case's callback thread) have ended.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (ThreadCount() > threads_before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::fprintf(stderr, "threads left: %d; later function ran after F: %s\n",
+               ThreadCount() - threads_before, g_ran ? "yes" : "no");
   return 0;
 }
 

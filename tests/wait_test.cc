@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/engine_handle.h"
 #include "engine/threaded_engine.h"
 #include "engine_fixture.h"
 
@@ -134,7 +135,7 @@ TEST_P(WaitTest, WaitForAllWaitsForEveryEarlierFunction) {
 // returns once that function is finished, not once F's body returns. (A
 // worker kept the count of such a completion with its own, for after F.)
 TEST_P(WaitTest, WaitForAllIsNotDelayedByALaterBodyThatFinishesAnEarlierFunction) {
-  auto* internals = dynamic_cast<internal::ThreadedEngine*>(&engine());
+  internal::ThreadedEngine* internals = internal::CoreOf(&engine());
   ASSERT_NE(internals, nullptr);
   DrainGuard drain(engine());
   VarHandle x = engine().NewVariable();

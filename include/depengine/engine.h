@@ -192,12 +192,13 @@ class Engine {
 
   // Finishes every pushed function, then joins the engine's threads.
   // Failures that no WaitForVar or WaitForAll delivered are named on stderr
-  // (not after NotifyShutdown). It
-  // cannot run on one of the engine's own threads or inside one of its
-  // functions or callbacks (for example when a function's closure holds the
-  // engine's last shared_ptr and releases it as the function finishes): it
-  // would wait for itself. That is reported on stderr and the process
-  // aborts, rather than hang.
+  // (not after NotifyShutdown). An engine from CreateEngine released on one
+  // of its own threads, inside one of its functions or while a callback
+  // finishes one (for example when a function's closure holds the engine's
+  // last shared_ptr and releases it as the function finishes) cannot wait
+  // for itself there: the destructor returns at once, and a thread of the
+  // engine's own finishes the pushed work and joins the workers once that
+  // function is done.
   virtual ~Engine() = default;
 
   // The process-wide engine, built from EngineOptions::FromEnv() on first

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/engine_handle.h"
 #include "engine/engines.h"
 
 namespace depengine {
@@ -33,7 +34,8 @@ void Engine::RecordCallbackError(std::exception_ptr error) {
   std::fprintf(stderr, "depengine: error passed to a CreateCallback callback: %s\n", what.c_str());
 }
 
-std::unique_ptr<Engine> CreateEngine(const EngineOptions& options) {
+namespace {
+std::unique_ptr<internal::ThreadedEngine> MakeCore(const EngineOptions& options) {
   switch (options.kind) {
     case EngineKind::kNaive:
       return internal::MakeNaiveEngine(options);
@@ -43,6 +45,11 @@ std::unique_ptr<Engine> CreateEngine(const EngineOptions& options) {
       return internal::MakePerDeviceEngine(options);
   }
   throw std::invalid_argument("CreateEngine: unknown EngineKind");
+}
+}  // namespace
+
+std::unique_ptr<Engine> CreateEngine(const EngineOptions& options) {
+  return std::make_unique<internal::EngineHandle>(MakeCore(options));
 }
 
 const char* EngineKindName(EngineKind kind) {

@@ -7,9 +7,10 @@
 
 namespace depengine::internal {
 
-std::unique_ptr<Engine> MakeNaiveEngine(const EngineOptions& options);
-std::unique_ptr<Engine> MakePooledEngine(const EngineOptions& options);
-std::unique_ptr<Engine> MakePerDeviceEngine(const EngineOptions& options);
+// The cores; CreateEngine wraps each in an EngineHandle.
+std::unique_ptr<ThreadedEngine> MakeNaiveEngine(const EngineOptions& options);
+std::unique_ptr<ThreadedEngine> MakePooledEngine(const EngineOptions& options);
+std::unique_ptr<ThreadedEngine> MakePerDeviceEngine(const EngineOptions& options);
 
 // The default number of CPU worker threads: the hardware threads.
 int DefaultCpuWorkers();

@@ -18,7 +18,7 @@ class NaiveEngine final : public ThreadedEngine {
 
 }  // namespace
 
-std::unique_ptr<Engine> MakeNaiveEngine(const EngineOptions& options) {
+std::unique_ptr<ThreadedEngine> MakeNaiveEngine(const EngineOptions& options) {
   return std::make_unique<NaiveEngine>(options);
 }
 

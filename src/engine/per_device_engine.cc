@@ -123,7 +123,7 @@ class PerDeviceEngine final : public ThreadedEngine {
 
 }  // namespace
 
-std::unique_ptr<Engine> MakePerDeviceEngine(const EngineOptions& options) {
+std::unique_ptr<ThreadedEngine> MakePerDeviceEngine(const EngineOptions& options) {
   return std::make_unique<PerDeviceEngine>(options);
 }
 

@@ -55,7 +55,7 @@ int DefaultCpuWorkers() {
   return n == 0 ? 2 : static_cast<int>(n);
 }
 
-std::unique_ptr<Engine> MakePooledEngine(const EngineOptions& options) {
+std::unique_ptr<ThreadedEngine> MakePooledEngine(const EngineOptions& options) {
   return std::make_unique<PooledEngine>(options);
 }
 

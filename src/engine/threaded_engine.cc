@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/object_pool.h"
+#include "engine/engine_handle.h"
 #include "engine/internal_hooks.h"
 #include "gpu/device.h"
 
@@ -384,7 +385,7 @@ ThreadedEngine::~ThreadedEngine() {
 std::uint64_t RunningFunctionId() { return tls_running_engine != nullptr ? tls_function_id : 0; }
 
 void MarkScratchVar(Engine* engine, VarHandle var) {
-  auto* e = dynamic_cast<ThreadedEngine*>(engine);
+  ThreadedEngine* e = CoreOf(engine);
   if (e == nullptr) return;  // not an engine of ours: it has its own failure model
   e->MarkScratch(var);
 }
@@ -395,12 +396,12 @@ void ThreadedEngine::MarkScratch(VarHandle var) {
 }
 
 bool MayHaveFailedVars(Engine* engine) {
-  auto* e = dynamic_cast<ThreadedEngine*>(engine);
+  ThreadedEngine* e = CoreOf(engine);
   return e != nullptr && e->MayHaveFailedVars();
 }
 
 void PushClearFailures(Engine* engine, Context ctx, const std::vector<VarHandle>& vars) {
-  auto* e = dynamic_cast<ThreadedEngine*>(engine);
+  ThreadedEngine* e = CoreOf(engine);
   if (e != nullptr) e->PushClearFailures(ctx, vars);
 }
 
@@ -1515,16 +1516,21 @@ FailurePtr ThreadedEngine::TakeFailure(Var* v) {
 
 // ---------------------------------------------------------------- shutdown
 
+bool ThreadedEngine::DestroyingWouldWaitForItself() const {
+  const auto* w = static_cast<const WorkerTls*>(tls_worker_raw);
+  return RunningScope::Inside(this) || tls_completing_engine == this ||
+         (w != nullptr && w->engine == this);
+}
+
 void ThreadedEngine::Drain() {
   // Like WaitForAll, for every generation, without reporting failures.
   if (getpid() != creator_pid_) return;  // a forked child: the workers are not here
-  auto* w = static_cast<WorkerTls*>(tls_worker_raw);
-  if (RunningScope::Inside(this) || tls_completing_engine == this ||
-      (w != nullptr && w->engine == this)) {
-    // Typically the engine's last shared_ptr was captured by one of its
-    // functions and dropped with the closure. The destructor would wait for
-    // that very function (and join the thread it runs on): say so rather
-    // than hang. A destructor cannot throw.
+  if (DestroyingWouldWaitForItself()) {
+    // A handle (EngineHandle) never destroys its core here: it hands it to
+    // a thread of its own. Only an engine used without a handle gets here.
+    // The destructor would wait for that very function (and join the
+    // thread it runs on): say so rather than hang. A destructor cannot
+    // throw.
     std::fprintf(stderr,
                  "depengine: an engine is being destroyed on one of its own threads or inside one "
                  "of its own functions or callbacks (for example its last shared_ptr was captured "

@@ -27,6 +27,8 @@ namespace depengine::internal {
 
 class ThreadedEngine : public Engine {
  public:
+  friend class EngineHandle;  // forwards PushSyncImpl and RecordCallbackError
+
   explicit ThreadedEngine(const EngineOptions& options);
   ~ThreadedEngine() override;
 
@@ -78,7 +80,8 @@ class ThreadedEngine : public Engine {
 
   // Finishes all pushed work, then destroys the pools (joining their
   // threads). Engine kinds call it first in their destructors, while the
-  // pools they own still exist.
+  // pools they own still exist; EngineHandle calls it before it lets go of
+  // the core. Calling it again when nothing runs returns at once.
   void Drain();
 
   const EngineOptions& options() const { return options_; }
@@ -91,6 +94,11 @@ class ThreadedEngine : public Engine {
   // internal::MayHaveFailedVars / PushClearFailures for this engine.
   bool MayHaveFailedVars() const { return failed_var_count_.load(std::memory_order_acquire) > 0; }
   void PushClearFailures(Context ctx, const std::vector<VarHandle>& vars);
+
+  // Whether destroying the engine now would wait for the calling thread:
+  // it runs one of the engine's functions, is one of its workers, or is
+  // finishing one of its functions through a callback.
+  bool DestroyingWouldWaitForItself() const;
 
   // For tests: WaitForAll calls (and Drain rounds) that have started, each
   // counting only the functions pushed before it (see generation_).

@@ -3,13 +3,14 @@
 #include <stdexcept>
 
 #include "depengine/profiler.h"
+#include "engine/engine_handle.h"
 #include "engine/threaded_engine.h"
 
 namespace depengine {
 namespace {
 
 internal::ThreadedEngine& Core(Engine& engine, const char* call) {
-  auto* core = dynamic_cast<internal::ThreadedEngine*>(&engine);
+  internal::ThreadedEngine* core = internal::CoreOf(&engine);
   if (core == nullptr) throw std::invalid_argument(std::string(call) + ": not a depengine engine");
   return *core;
 }

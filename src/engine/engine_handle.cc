@@ -1,0 +1,41 @@
+#include "engine/engine_handle.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <system_error>
+#include <thread>
+
+namespace depengine::internal {
+
+EngineHandle::~EngineHandle() {
+  if (!core_->DestroyingWouldWaitForItself()) {
+    // Functions still running may push more through this handle while the
+    // engine finishes its work: the handle stays whole until nothing runs.
+    core_->Drain();
+    core_.reset();  // joins the workers
+    return;
+  }
+  // From here on the handle is gone for everyone: a function that still
+  // uses the engine after its last reference was dropped must hold one.
+  // The reaper holds the last reference: the core's destructor waits for
+  // the function running on this thread too, which finishes after this
+  // destructor returns.
+  try {
+    std::thread([core = std::move(core_)]() mutable { core.reset(); }).detach();
+  } catch (const std::system_error&) {
+    // No thread for the reaper: nothing can finish the work without this
+    // thread, which cannot wait for itself. Say so rather than hang.
+    std::fprintf(stderr,
+                 "depengine: an engine was released inside one of its own functions or callbacks "
+                 "and no thread could be started to finish its work (the system refused one). "
+                 "Aborting.\n");
+    std::abort();
+  }
+}
+
+ThreadedEngine* CoreOf(Engine* engine) {
+  if (auto* handle = dynamic_cast<EngineHandle*>(engine)) return &handle->core();
+  return dynamic_cast<ThreadedEngine*>(engine);
+}
+
+}  // namespace depengine::internal
