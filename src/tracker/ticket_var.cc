@@ -8,7 +8,8 @@ namespace depengine::internal {
 
 #ifdef DEPENGINE_TICKET_VAR_TEST_HOOK
 void (*ticket_park_delay_for_testing)() = nullptr;
-std::uint64_t ticket_insert_steps_for_testing = 0;
+void (*ticket_complete_delay_for_testing)() = nullptr;
+std::atomic<std::uint64_t> ticket_insert_steps_for_testing{0};
 #endif
 
 void TaskList::Grow() {
@@ -49,7 +50,7 @@ void TicketVar::InsertLocked(TicketTask* t) {
     after = after->park_prev;
     before = before->park_next;
 #ifdef DEPENGINE_TICKET_VAR_TEST_HOOK
-    ++ticket_insert_steps_for_testing;
+    ticket_insert_steps_for_testing.fetch_add(1, std::memory_order_relaxed);
 #endif
   }
   t->park_prev = after;
@@ -122,6 +123,9 @@ void TicketVar::CompleteRead(TaskList* resumed) {
     next = (s & ~std::uint64_t{0xffffffff}) | (static_cast<std::uint32_t>(s + 1) & kReadMask);
   } while (
       !state_.compare_exchange_weak(s, next, std::memory_order_seq_cst, std::memory_order_relaxed));
+#ifdef DEPENGINE_TICKET_VAR_TEST_HOOK
+  if (ticket_complete_delay_for_testing != nullptr) ticket_complete_delay_for_testing();
+#endif
   ResumeAfter(next, resumed);
 }
 
@@ -130,6 +134,9 @@ void TicketVar::CompleteWrite(const TicketUse& u, TaskList* resumed) {
          "a write completes only while it is due");
   const std::uint64_t next = Pack(u.epoch + 1, 0);
   state_.store(next, std::memory_order_seq_cst);
+#ifdef DEPENGINE_TICKET_VAR_TEST_HOOK
+  if (ticket_complete_delay_for_testing != nullptr) ticket_complete_delay_for_testing();
+#endif
   ResumeAfter(next, resumed);
 }
 

@@ -238,8 +238,11 @@ void ReleaseUses(const TicketTask& t, TaskList* ready);
 // Called by Park between the caller's failed due check and the handshake,
 // to widen the park / complete race in tests. Null in normal builds.
 extern void (*ticket_park_delay_for_testing)();
+// Called by a completion between its store to `state` and its look at the
+// parked list, so that tests can interleave two completions there.
+extern void (*ticket_complete_delay_for_testing)();
 // Steps the parked-list insertions have walked (both ends count as one).
-extern std::uint64_t ticket_insert_steps_for_testing;
+extern std::atomic<std::uint64_t> ticket_insert_steps_for_testing;  // relaxed: a count
 #endif
 
 }  // namespace depengine::internal

@@ -493,6 +493,49 @@ TEST(TicketVar, ParkingNearEitherEndOfALongListIsCheap) {
   EXPECT_EQ(ready[0], &p.task(older).t);
 }
 
+// Two completions of one var interleaved between their stores and their
+// looks at the parked list: A (the first write) stores, then B (the second
+// write, due once A stored) stores, then A looks, then B. The read parked
+// behind both is due only after B, so B must take it: each parked task is
+// resumed by the completion that made it due (a kAsync successor runs on
+// that completion's thread). Taken with a fresh load of the state, A would
+// take it.
+std::atomic<int> interleave_phase{0};
+std::thread::id interleave_first;
+
+TEST(TicketVarThreads, ACompletionResumesOnlyWhatItsOwnStoreMadeDue) {
+  Program p(1);
+  const int w0 = p.Push({{0, true}});
+  const int w1 = p.Push({{0, true}});
+  const int r2 = p.Push({{0, false}});
+  TaskList unused;
+  ASSERT_FALSE(AcquireUses(&p.task(r2).t, &unused));  // parked
+  interleave_phase = 0;
+  interleave_first = std::this_thread::get_id();
+  ticket_complete_delay_for_testing = [] {
+    if (std::this_thread::get_id() == interleave_first) {
+      interleave_phase = 1;  // A stored; let B complete up to its look
+      while (interleave_phase.load() != 2) std::this_thread::yield();
+    } else {
+      interleave_phase = 2;  // B stored; A looks now, B after it
+      while (interleave_phase.load() != 3) std::this_thread::yield();
+    }
+  };
+  TaskList b_ready;
+  std::thread b([&] {
+    while (interleave_phase.load() != 1) std::this_thread::yield();
+    ReleaseUses(p.task(w1).t, &b_ready);
+  });
+  TaskList a_ready;
+  ReleaseUses(p.task(w0).t, &a_ready);
+  interleave_phase = 3;
+  b.join();
+  ticket_complete_delay_for_testing = nullptr;
+  EXPECT_TRUE(a_ready.empty()) << "the first completion took work the second one made due";
+  ASSERT_EQ(b_ready.size(), 1);
+  EXPECT_EQ(b_ready[0], &p.task(r2).t);
+}
+
 // With a yield between a failed due check and the park, the completion
 // that makes the use due often lands in between: the parker must take its
 // task back itself (or the completer take it), never neither.
