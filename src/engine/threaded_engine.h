@@ -78,10 +78,11 @@ class ThreadedEngine : public Engine {
   // The loop of every worker thread: `stream` is its device stream.
   void WorkerLoop(WorkerPool& pool, int index, void* stream);
 
-  // Finishes all pushed work, then destroys the pools (joining their
-  // threads). Engine kinds call it first in their destructors, while the
-  // pools they own still exist; EngineHandle calls it before it lets go of
-  // the core. Calling it again when nothing runs returns at once.
+  // Waits until every pushed function has finished, including those pushed
+  // meanwhile by running functions. Engine kinds call it first in their
+  // destructors, while the pools they own (destroyed, and their threads
+  // joined, after it) still exist; EngineHandle calls it before it lets go
+  // of the core. Calling it again when nothing runs returns at once.
   void Drain();
 
   const EngineOptions& options() const { return options_; }
