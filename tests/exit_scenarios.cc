@@ -28,6 +28,7 @@
 #include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "depengine/engine.h"
@@ -112,12 +113,20 @@ int UseTheEngineWithALateStatic() {
   return 0;
 }
 
-// Threads of this process now (its entries in /proc/self/task).
-int ThreadCount() {
+// Threads of this process that belong to an engine: those whose name has a
+// '/' (pools name theirs pool/kind/index, the reaper depengine/reap). The
+// program's own threads and a sanitizer's background thread have none.
+int EngineThreadCount() {
   int n = 0;
   if (DIR* d = opendir("/proc/self/task")) {
     while (dirent* e = readdir(d)) {
-      if (e->d_name[0] != '.') ++n;
+      if (e->d_name[0] == '.') continue;
+      const std::string comm_path = std::string("/proc/self/task/") + e->d_name + "/comm";
+      if (FILE* f = std::fopen(comm_path.c_str(), "r")) {
+        char name[64] = {};
+        if (std::fgets(name, sizeof(name), f) != nullptr && std::strchr(name, '/') != nullptr) ++n;
+        std::fclose(f);
+      }
     }
     closedir(d);
   }
@@ -128,7 +137,6 @@ int ThreadCount() {
 // on the engine's own thread as F finishes. A later function G must still
 // run, and the engine's threads must end: prints what happened, exit 0.
 int LastRefInClosure(int kind, bool async) {
-  const int threads_before = ThreadCount();
   EngineOptions options;
   options.kind = static_cast<EngineKind>(kind);
   std::shared_ptr<Engine> e = CreateEngine(options);
@@ -153,16 +161,22 @@ int LastRefInClosure(int kind, bool async) {
         },
         Context::CPU(), {}, {v});
   }
-  e->PushSync([&](RunContext) { g_ran = f_finished.load(); }, Context::CPU(), {v}, {});
+  std::atomic<bool> g_done{false};
+  e->PushSync(
+      [&](RunContext) {
+        g_ran = f_finished.load();
+        g_done = true;
+      },
+      Context::CPU(), {v}, {});
   e.reset();  // the closure holds the last reference now
-  // The engine is gone once its threads (and the reaper, and the async
-  // case's callback thread) have ended.
+  // The engine is gone once G ran and its threads and its reaper have
+  // ended (all of them are named by then: G ran after F's 50 ms).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (ThreadCount() > threads_before && std::chrono::steady_clock::now() < deadline) {
+  while ((!g_done || EngineThreadCount() > 0) && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  std::fprintf(stderr, "threads left: %d; later function ran after F: %s\n",
-               ThreadCount() - threads_before, g_ran ? "yes" : "no");
+  std::fprintf(stderr, "threads left: %d; later function ran after F: %s\n", EngineThreadCount(),
+               g_ran ? "yes" : "no");
   return 0;
 }
 

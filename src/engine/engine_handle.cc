@@ -1,5 +1,7 @@
 #include "engine/engine_handle.h"
 
+#include <pthread.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <system_error>
@@ -21,7 +23,12 @@ EngineHandle::~EngineHandle() {
   // the function running on this thread too, which finishes after this
   // destructor returns.
   try {
-    std::thread([core = std::move(core_)]() mutable { core.reset(); }).detach();
+    std::thread([core = std::move(core_)]() mutable {
+      // Named like the engine's workers (pool/kind), so that top, gdb and
+      // tests can tell it from the program's threads.
+      pthread_setname_np(pthread_self(), "depengine/reap");
+      core.reset();
+    }).detach();
   } catch (const std::system_error&) {
     // No thread for the reaper: nothing can finish the work without this
     // thread, which cannot wait for itself. Say so rather than hang.

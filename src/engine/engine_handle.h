@@ -7,8 +7,8 @@
 // own threads, inside one of its functions, or while a callback finishes
 // one of them: typically a function's closure held the engine's last
 // shared_ptr and dropped it as the function finished) hands the core to a
-// thread of its own, which finishes the work and joins the workers once
-// that function is done; the handle's destructor returns at once (a
+// thread of its own (named depengine/reap), which finishes the work and
+// joins the workers once that function is done; the handle's destructor returns at once (a
 // function that uses the engine after that must hold a reference of its
 // own). Anywhere else the handle finishes the core's work first, while
 // functions may still push through it, then destroys the core.
