@@ -4,13 +4,18 @@
 //
 // Objects are constructed once, when their chunk is made, and are never
 // destroyed: Free() returns them to the pool as they are, so containers
-// inside T keep their capacity across uses. T needs a member `T* pool_next`.
+// inside T keep their capacity across uses. T needs a member `T* pool_next`,
+// which Allocate sets to nullptr (a block's queue link shares its storage).
 //
 // Objects freed on one thread and allocated on another (ops are pushed on
 // the main thread and finished on workers) move between threads in batches
 // of kBatch through a global list, so no thread's cache grows without bound.
 // Memory ordering: the global list is guarded by a mutex, which orders every
 // write to an object before its reuse on another thread.
+//
+// The caches and the global list hold pointers in arrays, not lists linked
+// through the objects: an allocation finds the object several allocations
+// ahead without touching a cold line, and prefetches it (see Allocate).
 //
 // Layout, a policy type, may give each object room of its own right after
 // it in the chunk (Layout::kStride bytes per object instead of sizeof(T):
@@ -23,6 +28,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <mutex>
 #include <new>
@@ -57,18 +63,18 @@ class ObjectPool {
 
   static T* Allocate() {
     LocalCache& c = Local();
-    if (c.head == nullptr) c.Refill();
-    T* obj = c.head;
-    c.head = obj->pool_next;
-    --c.count;
-    obj->pool_next = nullptr;
-    // The next object was most likely freed on another core: start pulling
-    // it into this core's cache now, so the next Allocate does not stall.
-    if (c.head != nullptr) {
-      for (std::size_t off = 0; off < kStride; off += 64) {
-        __builtin_prefetch(reinterpret_cast<const char*>(c.head) + off, 1);
-      }
+    if (c.size == 0) {
+      if (c.overflow != nullptr) return c.TakeOverflow();
+      c.Refill();
     }
+    T* obj = c.items[--c.size];
+    obj->pool_next = nullptr;
+    // The objects next in line were most likely freed on another core:
+    // start pulling the one kPrefetchAhead allocations away into this
+    // core's cache now (the cache is an array, so finding it touches no
+    // cold line), so that no Allocate stalls on its object. One ahead was
+    // not enough: a push takes less than a transfer between cores.
+    if (c.size >= kPrefetchAhead) Prefetch(c.items[c.size - kPrefetchAhead]);
     return obj;
   }
 
@@ -77,36 +83,33 @@ class ObjectPool {
   // allocate while it holds locks that an exception would leave held.
   static void Reserve(std::size_t n) {
     LocalCache& c = Local();
-    while (static_cast<std::size_t>(c.count) < n) {
-      const Batch batch = G().TakeBatch();  // may throw; nothing changed yet
-      batch.tail->pool_next = c.head;
-      c.head = batch.head;
-      c.count += batch.size;
+    while (c.size + c.overflow_count < n) {
+      T* batch[kBatch];
+      const int got = G().TakeBatch(batch);  // may throw; nothing changed yet
+      c.AddBelow(batch, static_cast<std::size_t>(got));
     }
   }
 
   static void Free(T* obj) {
     LocalCache& c = Local();
-    obj->pool_next = c.head;
-    c.head = obj;
-    if (++c.count >= 2 * kBatch) c.SpillOneBatch();
+    if (c.size == LocalCache::kCapacity) c.SpillOneBatch();
+    c.items[c.size++] = obj;
   }
 
  private:
-  // A free list, with its last object so that lists join in O(1).
-  struct Batch {
-    T* head;
-    T* tail;
-    int size;
-  };
+  static constexpr std::size_t kPrefetchAhead = 8;
 
-  static T* LastOfChunk(T* chunk) {
-    return reinterpret_cast<T*>(reinterpret_cast<char*>(chunk) + kStride * (kBatch - 1));
+  static void Prefetch(const T* obj) {
+    for (std::size_t off = 0; off < kStride; off += 64) {
+      __builtin_prefetch(reinterpret_cast<const char*>(obj) + off, 1);
+    }
   }
 
   struct Global {
     std::mutex mu;
-    std::vector<Batch> batches;  // guarded by mu: free lists
+    // Free objects handed back by threads' caches, guarded by mu: a stack
+    // of pointers, so that moving a batch touches no object.
+    std::vector<T*> free_objects;
     // Storage: objects are carved kBatch at a time out of large regions, so
     // that a pending function costs sizeof(T) and nothing more (an
     // allocation per chunk would add its header and alignment padding).
@@ -114,21 +117,28 @@ class ObjectPool {
     char* region_next = nullptr;  // guarded by mu: the unused rest of the newest region
     std::size_t region_left = 0;  // guarded by mu
 
-    // A free list for a thread's cache: a batch others freed, or a new
-    // chunk.
-    Batch TakeBatch() {
+    // Fills `out` with up to kBatch free objects (others freed, or a new
+    // chunk) and returns how many.
+    int TakeBatch(T** out) {
       std::lock_guard<std::mutex> lock(mu);
-      if (!batches.empty()) {
-        const Batch batch = batches.back();
-        batches.pop_back();
-        return batch;
+      if (free_objects.empty()) {
+        NewChunk(out);
+        return kBatch;
       }
-      T* const chunk = NewChunk();
-      return {chunk, LastOfChunk(chunk), kBatch};
+      const std::size_t n = std::min<std::size_t>(kBatch, free_objects.size());
+      const auto first = free_objects.end() - static_cast<std::ptrdiff_t>(n);
+      std::copy(first, free_objects.end(), out);
+      free_objects.erase(first, free_objects.end());
+      return static_cast<int>(n);
     }
 
-    // Makes kBatch constructed objects, linked through pool_next.
-    T* NewChunk() {
+    void GiveBack(T* const* objects, std::size_t n) {
+      std::lock_guard<std::mutex> lock(mu);
+      free_objects.insert(free_objects.end(), objects, objects + n);
+    }
+
+    // Makes kBatch constructed objects, into `out`.
+    void NewChunk(T** out) {
       constexpr std::size_t kChunkBytes = kStride * kBatch;
       // 4 MiB for 128-byte objects; whole huge pages.
       constexpr std::size_t kRegionBytes =
@@ -142,14 +152,13 @@ class ObjectPool {
       char* const chunk = region_next;
       region_next += kChunkBytes;
       region_left -= kChunkBytes;
-      auto object = [chunk](int i) {
-        return reinterpret_cast<T*>(chunk + kStride * static_cast<std::size_t>(i));
-      };
+      // In reverse, so that the cache (a stack) hands them out in address
+      // order.
       for (int i = 0; i < kBatch; ++i) {
-        Layout::Init(new (object(i)) T);
-        object(i)->pool_next = i + 1 < kBatch ? object(i + 1) : nullptr;
+        T* obj = reinterpret_cast<T*>(chunk + kStride * static_cast<std::size_t>(kBatch - 1 - i));
+        Layout::Init(new (obj) T);
+        out[i] = obj;
       }
-      return object(0);
     }
   };
   // Never destroyed: thread caches may hand objects back during static
@@ -166,39 +175,66 @@ class ObjectPool {
   }
 
   struct LocalCache {
-    T* head = nullptr;  // owned by this thread
-    int count = 0;
+    static constexpr std::size_t kCapacity = 2 * kBatch;
+    // This thread's free objects, a stack: the last freed is handed out
+    // first (still in this core's cache). Owned by this thread. Plain
+    // members, no heap storage: the cache stays usable after its
+    // destructor ran (a thread-local or static destructor may push later
+    // on the same thread; what it takes then is still the pool's storage).
+    T* items[kCapacity];
+    std::size_t size = 0;
+    // What Reserve takes beyond the array's room (a push with hundreds of
+    // reads), linked through pool_next and handed out when the array is
+    // empty.
+    T* overflow = nullptr;
+    std::size_t overflow_count = 0;
 
     void Refill() {
-      const Batch batch = G().TakeBatch();
-      head = batch.head;
-      count = batch.size;
+      T* batch[kBatch];
+      const int got = G().TakeBatch(batch);
+      std::copy(batch, batch + got, items);
+      size = static_cast<std::size_t>(got);
+      for (std::size_t i = 1; i <= size && i <= kPrefetchAhead; ++i) Prefetch(items[size - i]);
     }
 
+    // Adds objects that are handed out after those the cache holds.
+    void AddBelow(T* const* objects, std::size_t n) {
+      if (size + n <= kCapacity) {
+        std::copy_backward(items, items + size, items + size + n);
+        std::copy(objects, objects + n, items);
+        size += n;
+        return;
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        objects[i]->pool_next = overflow;
+        overflow = objects[i];
+      }
+      overflow_count += n;
+    }
+
+    T* TakeOverflow() {
+      T* obj = overflow;
+      overflow = obj->pool_next;
+      --overflow_count;
+      obj->pool_next = nullptr;
+      return obj;
+    }
+
+    // Hands the oldest kBatch objects (the coldest) to the global list.
     void SpillOneBatch() {
-      T* batch = head;
-      T* last = head;
-      for (int i = 1; i < kBatch; ++i) last = last->pool_next;
-      head = last->pool_next;
-      last->pool_next = nullptr;
-      count -= kBatch;
-      Global& g = G();
-      std::lock_guard<std::mutex> lock(g.mu);
-      g.batches.push_back({batch, last, kBatch});
+      G().GiveBack(items, kBatch);
+      std::copy(items + kBatch, items + size, items);
+      size -= kBatch;
     }
 
     ~LocalCache() {
-      // A thread that ends hands its cache back, in full batches and a
-      // final partial one (Refill accepts any non-empty list).
-      while (count >= kBatch) SpillOneBatch();
-      if (head == nullptr) return;
-      T* last = head;
-      while (last->pool_next != nullptr) last = last->pool_next;
-      Global& g = G();
-      std::lock_guard<std::mutex> lock(g.mu);
-      g.batches.push_back({head, last, count});
-      head = nullptr;
-      count = 0;
+      // A thread that ends hands its cache back.
+      G().GiveBack(items, size);
+      size = 0;
+      while (overflow != nullptr) {
+        T* obj = TakeOverflow();
+        G().GiveBack(&obj, 1);
+      }
     }
   };
 
