@@ -6,8 +6,8 @@
 
 #include <atomic>
 #include <cstdint>
-#include <memory>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <thread>
 #include <vector>
@@ -20,7 +20,7 @@ namespace {
 // Shaped like the engine's blocks: 128 bytes, aligned to 128.
 struct alignas(128) Item {
   Item* pool_next = nullptr;
-  int constructed = 42;  // set once, when the pool makes the object
+  int constructed = 42;    // set once, when the pool makes the object
   char payload[116] = {};  // payload[0]: an in-use flag in the cross-thread test
 };
 static_assert(sizeof(Item) == 128);
