@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/prefetch.h"
 #include "common/region.h"
 
 namespace depengine::internal {
@@ -101,7 +102,7 @@ class ObjectPool {
 
   static void Prefetch(const T* obj) {
     for (std::size_t off = 0; off < kStride; off += 64) {
-      __builtin_prefetch(reinterpret_cast<const char*>(obj) + off, 1);
+      PrefetchForWrite(reinterpret_cast<const char*>(obj) + off);
     }
   }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/object_pool.h"
+#include "common/prefetch.h"
 #include "engine/engine_handle.h"
 #include "engine/internal_hooks.h"
 #include "gpu/device.h"
@@ -657,15 +658,15 @@ void ThreadedEngine::PrefetchVars(const std::vector<VarHandle>& const_vars,
     // A null handle is rejected later (Enqueue); no address is formed from it.
     const Var* v = const_vars.empty() ? mutable_vars[0] : const_vars[0];
     if (v == nullptr) return;
-    __builtin_prefetch(v, 1);
-    __builtin_prefetch(&v->lock, 1);
+    PrefetchForWrite(v);
+    PrefetchForWrite(&v->lock);
     return;
   }
   std::size_t done = 0;
   for (const std::vector<VarHandle>* list : {&const_vars, &mutable_vars}) {
     for (const Var* v : *list) {
       if (done++ == kMaxPrefetched) return;
-      __builtin_prefetch(v, 1);
+      PrefetchForWrite(v);
     }
   }
 }
@@ -1156,8 +1157,8 @@ void ThreadedEngine::PrefetchSlots(const OprBlock& b) {
   if (slots.size() == 1) {
     if (const VarSlot* next = slots[0].next()) {
       const auto line_pair = reinterpret_cast<std::uintptr_t>(next) & ~std::uintptr_t{127};
-      __builtin_prefetch(reinterpret_cast<const void*>(line_pair), 1);
-      __builtin_prefetch(reinterpret_cast<const void*>(line_pair + 64), 1);
+      PrefetchForWrite(reinterpret_cast<const void*>(line_pair));
+      PrefetchForWrite(reinterpret_cast<const void*>(line_pair + 64));
     }
     return;
   }

@@ -44,6 +44,7 @@
 #include <cstdint>
 
 #include "common/mutex.h"
+#include "common/prefetch.h"
 #include "tracker/failure.h"
 
 namespace depengine::internal {
@@ -160,7 +161,7 @@ class alignas(64) TicketVar {
   // vars): counts to zero, no failure. By its only user.
   void ResetForReuse() NO_THREAD_SAFETY_ANALYSIS;
   // Starts fetching the worker-side line, which a completion writes.
-  void PrefetchWorkerSide() const { __builtin_prefetch(&state_, 1); }
+  void PrefetchWorkerSide() const { PrefetchForWrite(&state_); }
 
   // Tasks parked on the var now. For tests and diagnostics; any thread.
   int ParkedCountForTesting() const EXCLUDES(park_lock_);

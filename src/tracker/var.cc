@@ -3,6 +3,7 @@
 #include <cassert>
 
 #include "common/object_pool.h"
+#include "common/prefetch.h"
 
 namespace depengine {
 namespace {
@@ -203,7 +204,7 @@ inline void GrantOwner(internal::OprBlock* owner, internal::GrantList* granted) 
   // The caller updates owner->wait right after: starting every owner's
   // fetch here lets the misses of a wide grant (W3's fan) overlap instead of
   // stalling one locked update after another.
-  __builtin_prefetch(owner, 1);
+  internal::PrefetchForWrite(owner);
   granted->Add(owner);
 }
 
