@@ -2,12 +2,19 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 
 namespace depengine::internal {
 
 Watchdog::Watchdog(double limit_seconds)
     : limit_(limit_seconds),
+      // A quarter of the limit, so that a report comes at most 1.25 limits
+      // after the function started; at least 10 ms (a tiny limit must not
+      // make the thread spin) and at most a second.
+      // (Clamped as a double: a huge limit must not overflow the cast.)
+      scan_period_(static_cast<std::int64_t>(1000 * std::clamp(limit_seconds / 4, 0.01, 1.0))),
       creator_pid_(getpid()),
       thread_(std::make_unique<std::thread>([this] { Run(); })) {}
 
@@ -36,7 +43,7 @@ void Watchdog::Finished(const void* key) {
 
 void Watchdog::Run() {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
+  while (!cv_.wait_for(lock, scan_period_, [this] { return stop_; })) {
     const auto now = std::chrono::steady_clock::now();
     for (auto& [key, e] : running_) {
       const std::chrono::duration<double> age = now - e.start;

@@ -1,8 +1,10 @@
 // Watchdog: a debugging aid, off by default (EngineOptions::watchdog_seconds,
 // DEPENGINE_WATCHDOG_SECONDS). It tracks the functions that have started and
-// not finished, and once a second reports to stderr the names and ages of
-// those running longer than the limit: an async function whose callback is
-// never called shows up here instead of as a silent hang.
+// not finished, and reports to stderr, once each, the names and ages of
+// those running longer than the limit. It looks every quarter of the limit
+// (between 10 ms and 1 s), so a report comes at most 1.25 limits (or the
+// limit plus a second) after the function started: an async function whose
+// callback is never called shows up here instead of as a silent hang.
 #pragma once
 
 #include <sys/types.h>
@@ -38,6 +40,7 @@ class Watchdog {
   void Run();
 
   const std::chrono::duration<double> limit_;
+  const std::chrono::milliseconds scan_period_;  // how often Run looks
   std::mutex mu_;
   std::condition_variable cv_;                      // waited on with mu_
   std::unordered_map<const void*, Entry> running_;  // guarded by mu_

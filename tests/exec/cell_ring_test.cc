@@ -19,16 +19,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "test_scale.h"
+
 namespace depengine::internal {
 namespace {
 
 // Iteration counts scale with DEPENGINE_TEST_SCALE (sanitizer runs use less).
-std::uint64_t Scaled(std::uint64_t n) {
-  const char* s = std::getenv("DEPENGINE_TEST_SCALE");
-  const double f = s != nullptr ? std::atof(s) : 1.0;
-  return std::max<std::uint64_t>(
-      1000, static_cast<std::uint64_t>(static_cast<double>(n) * (f > 0 ? f : 1.0)));
-}
+std::uint64_t Scaled(std::uint64_t n) { return support::Scaled<std::uint64_t>(n, 1000); }
 
 // Counts, per sequence number, how many times an entry was constructed and
 // destroyed (single-threaded tests only).

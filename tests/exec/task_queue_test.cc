@@ -11,6 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include "hold.h"  // kWaitTimeout
+#include "test_scale.h"
+
 namespace depengine::internal {
 
 // Called by the queue between a producer's tail exchange and its link (see
@@ -154,9 +157,12 @@ void RunRace(int producers, int consumers, int per_producer) {
   for (int i = 0; i < total; ++i) ASSERT_EQ(seen[i].load(), 1) << "block " << i;
 }
 
-TEST(TaskQueueTest, OneProducerTwoConsumers) { RunRace(1, 2, 200000); }
-TEST(TaskQueueTest, ThreeProducersTwoConsumers) { RunRace(3, 2, 60000); }
-TEST(TaskQueueTest, TwoProducersFourConsumers) { RunRace(2, 4, 60000); }
+// Sizes scale with DEPENGINE_TEST_SCALE: with more threads than cores these
+// run at the speed of the scheduler, and a sanitizer build on a loaded
+// machine took up to 36 s for the first at full size.
+TEST(TaskQueueTest, OneProducerTwoConsumers) { RunRace(1, 2, support::Scaled(200000, 20000)); }
+TEST(TaskQueueTest, ThreeProducersTwoConsumers) { RunRace(3, 2, support::Scaled(60000, 6000)); }
+TEST(TaskQueueTest, TwoProducersFourConsumers) { RunRace(2, 4, support::Scaled(60000, 6000)); }
 
 // Producers that each keep exactly one block in flight: the queue runs empty
 // all the time, so consumers keep taking the last block (re-pushing the
@@ -166,7 +172,9 @@ TEST(TaskQueueTest, LastBlockRacesWithAppend) {
   TaskQueue q;
   // Two: a third producer's next push would rescue a stranded block.
   constexpr int kProducers = 2;
-  constexpr int kRounds = 100000;
+  // Scaled: every round waits for a consumer, often a sleeping one, so
+  // under ThreadSanitizer on a loaded machine 100,000 rounds took 4-120 s.
+  const int rounds = support::Scaled(100000, 10000);
   auto blocks = MakeBlocks(kProducers);
   std::unique_ptr<std::atomic<int>[]> taken(new std::atomic<int>[kProducers]);
   for (int p = 0; p < kProducers; ++p) taken[p].store(0);
@@ -180,9 +188,11 @@ TEST(TaskQueueTest, LastBlockRacesWithAppend) {
   std::vector<std::thread> producers;
   for (int p = 0; p < kProducers; ++p) {
     producers.emplace_back([&, p] {
-      for (int r = 1; r <= kRounds && !stranded.load(); ++r) {
+      for (int r = 1; r <= rounds && !stranded.load(); ++r) {
         q.Push(&blocks[p]);
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        // A stranded block stays stranded; the deadline only has to
+        // outlast a slow scheduler.
+        const auto deadline = std::chrono::steady_clock::now() + support::kWaitTimeout;
         while (taken[p].load() < r) {
           if (std::chrono::steady_clock::now() > deadline) {
             stranded.store(true);

@@ -22,6 +22,7 @@
 
 #include "depengine/engine.h"
 #include "hold.h"
+#include "test_scale.h"
 
 namespace depengine::reliability {
 
@@ -151,18 +152,8 @@ inline std::uint64_t Mix(std::uint64_t a, std::uint64_t b) {
   return z ^ (z >> 31);
 }
 
-// A factor to shrink loop counts in slow builds (sanitizers, valgrind):
-// DEPENGINE_TEST_SCALE=0.25 runs a quarter of the iterations.
-inline double TestScale() {
-  const char* s = std::getenv("DEPENGINE_TEST_SCALE");
-  if (s == nullptr || *s == '\0') return 1.0;
-  const double v = std::atof(s);
-  return v > 0 ? v : 1.0;
-}
-inline int Scaled(int n, int min = 1) {
-  const int v = static_cast<int>(n * TestScale());
-  return v < min ? min : v;
-}
+// Loop counts shrink in slow builds: DEPENGINE_TEST_SCALE (test_scale.h).
+using support::Scaled;
 
 // DEPENGINE_IGNORE_BUG3=1: work around bug 3 of docs/reliability.md
 // (WaitForVar does not wait for earlier readers) where a test's subject is
