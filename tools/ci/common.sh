@@ -50,6 +50,7 @@ configure() {
   mkdir -p "$dir"
   cmake -S "$DEPENGINE_ROOT" -B "$dir" -G Ninja "$@" >"$dir/configure.log" 2>&1 || {
     cat "$dir/configure.log" >&2
+    note_failure "configure ($dir)"
     return 1
   }
 }
@@ -60,7 +61,10 @@ build() {
   shift
   local targets=()
   for t in "$@"; do targets+=(--target "$t"); done
-  cmake --build "$dir" -j "$JOBS" "${targets[@]}"
+  cmake --build "$dir" -j "$JOBS" "${targets[@]}" || {
+    note_failure "build ($dir)${targets[*]:+: $*}"
+    return 1
+  }
 }
 
 # build_keep_going DIR: builds everything it can (ninja -k 0), so that one
@@ -68,15 +72,29 @@ build() {
 # Fails when any target failed.
 build_keep_going() {
   local dir=$1
-  cmake --build "$dir" -j "$JOBS" -- -k 0
+  local log="$dir/build.log"
+  if cmake --build "$dir" -j "$JOBS" -- -k 0 2>&1 | tee "$log"; then return 0; fi
+  local target
+  while read -r target; do
+    note_failure "build ($dir): $target"
+  done < <(sed -n 's/^FAILED: //p' "$log")
+  return 1
 }
 
 # run_ctest DIR CTEST_ARGS...: the whole suite, in parallel, printing the
 # output of failed tests.
+# Each failed test is also noted for the summary (see note_failure).
 run_ctest() {
   local dir=$1
   shift
-  (cd "$dir" && ctest -j "$JOBS" --output-on-failure --timeout 600 "$@")
+  if (cd "$dir" && ctest -j "$JOBS" --output-on-failure --timeout 600 "$@"); then return 0; fi
+  local failed="$dir/Testing/Temporary/LastTestsFailed.log" line
+  if [[ -f "$failed" ]]; then
+    while read -r line; do note_failure "test ($dir): ${line#*:}"; done <"$failed"
+  else
+    note_failure "ctest ($dir) failed"
+  fi
+  return 1
 }
 
 # Phase timing: phase_start NAME ... phase_end; phase_report prints all.
@@ -87,7 +105,21 @@ phase_end() {
   PHASES+=("$(printf '%-44s %5d s' "$PHASE_NAME" "$dt")")
   ci_log "== $PHASE_NAME: ${dt} s"
 }
+# note_failure WHAT: one line for the summary phase_report ends with. CI
+# shows the tail of its output, so what failed must be named there, not only
+# in a test's output thousands of lines above.
+# With DEPENGINE_CI_FAILURES_FILE set (.ci/run sets it), each line is also
+# appended there, for the summary at the very end of a CI run.
+FAILURES=()
+note_failure() {
+  FAILURES+=("$1")
+  if [[ -n "${DEPENGINE_CI_FAILURES_FILE:-}" ]]; then echo "$1" >>"$DEPENGINE_CI_FAILURES_FILE"; fi
+}
 phase_report() {
   echo "---- timings ----"
   printf '%s\n' "${PHASES[@]}"
+  if [[ ${#FAILURES[@]} -gt 0 ]]; then
+    echo "---- failed ----"
+    printf '%s\n' "${FAILURES[@]}"
+  fi
 }

@@ -50,6 +50,7 @@ grep -E "^#[0-9]+.*(DONE|pulse)|^stat::|depengine-fuzz totals" "$log" | tail -12
 if [[ $status -ne 0 ]]; then
   tail -80 "$log"
   echo "fuzz: FAILED (libFuzzer exit $status); inputs in $dir/artifacts:" >&2
+  note_failure "fuzz: libFuzzer exit $status (inputs in $dir/artifacts)"
   ls "$dir/artifacts" >&2
   echo "replay one with: $dir/tools/fuzz/depengine_fuzz_replay $dir/artifacts/<file>" >&2
   echo "then copy it to tools/fuzz/regressions/ (ctest replays that folder)" >&2

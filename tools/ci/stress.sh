@@ -33,6 +33,7 @@ for program in throughput live-vars pending cycles; do
   else
     failed=$((failed + 1))
     status=1
+    note_failure "stress: $program"
   fi
   phase_end
 done
