@@ -8,12 +8,11 @@
 // appears: no fixed sleep to outlast on a loaded machine.
 #pragma once
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
+#include <cstdlib>  // mkstemp
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -32,6 +31,7 @@ class StderrCapture {
     std::fflush(stderr);
     saved_ = dup(STDERR_FILENO);
     if (saved_ < 0 || dup2(file_, STDERR_FILENO) < 0) {
+      if (saved_ >= 0) close(saved_);
       close(file_);
       throw std::runtime_error("StderrCapture: cannot redirect stderr");
     }
