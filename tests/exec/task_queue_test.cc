@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "hold.h"  // kWaitTimeout
 #include "test_scale.h"
+#include "wait_timeout.h"
 
 namespace depengine::internal {
 

@@ -16,12 +16,9 @@
 #include <vector>
 
 #include "depengine/engine.h"
+#include "wait_timeout.h"
 
 namespace depengine::support {
-
-// How long a bounded wait waits before it reports failure. Generous, since
-// sanitizer builds run ~10x slower on a busy 2-core machine.
-inline constexpr std::chrono::milliseconds kWaitTimeout{20'000};
 
 class Hold {
  public:

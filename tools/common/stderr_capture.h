@@ -17,7 +17,7 @@
 #include <string>
 #include <thread>
 
-#include "hold.h"  // kWaitTimeout
+#include "wait_timeout.h"
 
 namespace depengine::support {
 
