@@ -233,6 +233,34 @@ TEST_P(BadInputTest, VarInBothListsIsRejectedAndDuplicatesWithinAListMerge) {
   engine().DeleteOperator(op);
 }
 
+// The same rules for lists long enough to be sorted another way inside the
+// engine (more than 16 vars, and more than 128, which sort on the heap).
+TEST_P(BadInputTest, VarInBothLongListsIsRejectedAndDuplicatesMerge) {
+  PendingWork pending(engine());
+  for (std::size_t count : {17u, 40u, 129u, 300u}) {
+    std::vector<VarHandle> reads;
+    for (std::size_t i = 0; i < count; ++i) reads.push_back(engine().NewVariable());
+    std::vector<VarHandle> writes = {engine().NewVariable(), reads[count / 2]};
+    EXPECT_THAT(MessageOf<std::invalid_argument>(
+                    [&] { engine().PushSync([](RunContext) {}, Context::CPU(), reads, writes); }),
+                HasSubstr("both const_vars and mutable_vars"))
+        << count << " vars";
+    // Every var listed twice: the function runs once and releases each var.
+    std::vector<VarHandle> twice = reads;
+    twice.insert(twice.end(), reads.begin(), reads.end());
+    int runs = 0;
+    engine().PushSync([&](RunContext) { ++runs; }, Context::CPU(), {writes[0], writes[0]}, twice);
+    engine().PushSync([&](RunContext) { ++runs; }, Context::CPU(), twice, {writes[0]});
+    for (VarHandle v : reads) engine().WaitForVar(v);
+    engine().WaitForVar(writes[0]);
+    EXPECT_EQ(runs, 2) << count << " vars";
+    for (VarHandle v : reads) engine().DeleteVariable([](RunContext) {}, Context::CPU(), v);
+    engine().DeleteVariable([](RunContext) {}, Context::CPU(), writes[0]);
+  }
+  pending.Finish();
+  engine().WaitForAll();
+}
+
 TEST_P(BadInputTest, GpuContextWithoutAGpuIsRejected) {
   if (std::filesystem::exists("/dev/nvidia0")) {
     GTEST_SKIP() << "a GPU is present here; gpu_test covers real GPU contexts";
