@@ -768,7 +768,6 @@ void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx
     slots[k] =
         VarSlot(reinterpret_cast<Var*>(keys[k] & ~std::uintptr_t{1}), b, (keys[k] & 1u) != 0);
   }
-  b->ResizeSlots(out);
   Enqueue(b, call, kind == OprKind::kDeleteVar, false);
   reservation.Commit();
 }
