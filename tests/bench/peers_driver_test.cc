@@ -156,6 +156,9 @@ TEST_F(PeersDriverTest, RatioIsTheMedianOfThePairwiseRatios) {
   EXPECT_THAT(tbb, HasSubstr("\"median\": 20,"));
   EXPECT_THAT(tbb, HasSubstr("\"ratio_vs_depengine\": 0.5,"));
   EXPECT_THAT(tbb, HasSubstr("\"reps\": [20, 10, 60, 20, 100]"));  // the warm-up is left out
+  // Its spread: 10/20 ... 40/20.
+  EXPECT_THAT(tbb, HasSubstr("\"ratio_min\": 0.5, \"ratio_max\": 2,"));
+  EXPECT_THAT(ReadFile(out_ + "/peers.md"), HasSubstr("| oneTBB | 0.50 | 0.50 - 2.00 |"));
 }
 
 // WORKLOADS.md: beside W4's efficiency (T = 1 and 10), print the DAG's

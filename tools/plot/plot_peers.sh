@@ -69,6 +69,8 @@ function hexval(c,    i, v, d) {
   grp[job] = group; series[job] = field($0, "series"); x[job] = field($0, "x")
   med[job, e] = num(field($0, "median"))
   ratio[job, e] = num(field($0, "ratio_vs_depengine"))
+  rlow[job, e] = num(field($0, "ratio_min"))
+  rhigh[job, e] = num(field($0, "ratio_max"))
   ran[job, e] = 1
 }
 END {
@@ -87,14 +89,16 @@ END {
   }
 
   # Advantage: how many times better depengine per-device is than each
-  # peer (above 1: depengine better), whatever the direction of the figure.
+  # peer (above 1: depengine better), whatever the direction of the figure;
+  # three columns per peer: the median ratio, then the lowest and highest
+  # ratio of one repetition (an error bar: how far the machine moved it).
   f = dir "/advantage.dat"
   printf "workload" > f
   for (k = 1; k <= nengines; k++) {
     e = order[k]
     if (isdep[e] || islimit[e]) continue
     peers[++npeers] = e
-    printf " \"%s\"", label[e] > f
+    printf " \"%s\" low high", label[e] > f
     printf "%s ", colour(e) > (dir "/advantage.colours")
   }
   printf "\n" > f
@@ -103,11 +107,11 @@ END {
     if (grp[j] != "table" && grp[j] != "w6" && grp[j] != "memory") continue
     printf "\"%s\"", short[j] > f
     for (k = 1; k <= npeers; k++) {
-      r = ratio[j, peers[k]]
-      if (r == "?" || r + 0 <= 0) v = "?"
-      else if (better[j] == "lower") v = 1 / r
-      else v = r
-      printf " %s", v > f
+      r = ratio[j, peers[k]]; lo = rlow[j, peers[k]]; hi = rhigh[j, peers[k]]
+      if (r == "?" || r + 0 <= 0) { v = "?"; a = "?"; b = "?" }
+      else if (better[j] == "lower") { v = 1 / r; a = (hi == "?" || hi + 0 <= 0) ? v : 1 / hi; b = (lo == "?" || lo + 0 <= 0) ? v : 1 / lo }
+      else { v = r; a = (lo == "?") ? v : lo; b = (hi == "?") ? v : hi }
+      printf " %s %s %s", v, a, b > f
     }
     printf "\n" > f
   }
@@ -183,17 +187,17 @@ if [ "$npeers" -gt 0 ]; then
   gnuplot <<EOF
 $common
 set output "$out/peers_advantage.$ext"
-set title "How many times better depengine per-device is than each peer (above 1: depengine ahead)"
+set title "How many times better depengine per-device is than each peer (above 1: depengine ahead)\nwhiskers: the lowest and highest ratio of one depengine repetition to the peer repetition run beside it"
 set key below horizontal
 set style data histograms
-set style histogram clustered gap 1
+set style histogram errorbars gap 1 lw 1
 set style fill solid 0.85 border -1
 set logscale y 2
 set ytics ("1/64" 0.015625, "1/16" 0.0625, "1/4" 0.25, "1" 1, "2" 2, "4" 4, "16" 16, "64" 64, "256" 256)
 set xtics rotate by -30 scale 0
 set ylabel "x better (log scale)"
 colours = "$(cat "$data/advantage.colours")"
-plot for [c=2:$((npeers + 1))] "$data/advantage.dat" using c:xtic(1) title columnheader(c) lc rgb word(colours, c - 1), \
+plot for [k=1:$npeers] "$data/advantage.dat" using 3*k-1:3*k:3*k+1:xtic(1) title columnheader(3*k-1) lc rgb word(colours, k), \
      1 with lines lc rgb "black" dt 1 notitle, 2 with lines lc rgb "#888888" dt 2 title "2x (issue 4 target on W1-W3, W5)"
 EOF
 fi

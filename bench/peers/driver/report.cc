@@ -162,6 +162,8 @@ void Summarize(JobRun& job) {
     }
     if (!ratios.empty()) {
       r.ratio = Median(ratios);
+      r.ratio_low = Min(ratios);
+      r.ratio_high = Max(ratios);
       r.has_ratio = true;
     }
   }
@@ -207,6 +209,8 @@ bool WriteJson(const Report& report, const std::string& path) {
           << ", \"min\": " << (ok ? JsonNumber(r.min) : "null")
           << ", \"max\": " << (ok ? JsonNumber(r.max) : "null")
           << ", \"ratio_vs_depengine\": " << (r.has_ratio ? JsonNumber(r.ratio) : "null")
+          << ", \"ratio_min\": " << (r.has_ratio ? JsonNumber(r.ratio_low) : "null")
+          << ", \"ratio_max\": " << (r.has_ratio ? JsonNumber(r.ratio_high) : "null")
           << ", \"seconds_median\": " << (ok ? JsonNumber(Median(Valid(r.seconds))) : "null")
           << ", \"peak_rss_median\": " << (ok ? JsonNumber(Median(Valid(r.peak_rss))) : "null");
       for (const auto& [k, v] : r.extra)
@@ -260,15 +264,16 @@ std::string Markdown(const Report& r) {
     md +=
         "depengine per-device / each engine, the median of the repetition-by-repetition ratios "
         "(below 1 is better for depengine on ns/op and bytes/op, above 1 on efficiency and "
-        "GFLOP/s):\n\n";
+        "GFLOP/s); beside the best peer's, the lowest and highest of those ratios:\n\n";
     std::vector<std::string> head = {"workload", "figure"};
     for (const std::string& c : others) head.push_back(Label(r, c));
     head.push_back("best peer");
     head.push_back("vs best peer");
+    head.push_back("repetitions' range");
     head.push_back("target (issue 4)");
     std::string rule = Rule(2, others.size());
     rule.pop_back();
-    md += Row(head) + rule + "---|---:|---|\n";  // best peer, its ratio, the target
+    md += Row(head) + rule + "---|---:|---:|---|\n";  // best peer, its ratio and range, the target
     for (const JobRun& j : r.jobs) {
       if (!ratio_groups.count(j.spec.group)) continue;
       std::vector<std::string> row = {j.spec.title, FigureUnit(j.spec)};
@@ -279,6 +284,9 @@ std::string Markdown(const Report& r) {
       const EngineRun* best = j.BestPeer(r.engines);
       row.push_back(best ? Label(r, best->engine) : "-");
       row.push_back(best && best->has_ratio ? RatioText(best->ratio) : "-");
+      row.push_back(best && best->has_ratio
+                        ? RatioText(best->ratio_low) + " - " + RatioText(best->ratio_high)
+                        : "-");
       row.push_back(j.spec.target);
       md += Row(row);
     }

@@ -26,6 +26,9 @@ struct EngineRun {
   // kReferenceEngine's figure over this one's, the median of the
   // repetition-by-repetition ratios (NaN when not both ran).
   double ratio = 0;
+  // The lowest and highest of those repetition-by-repetition ratios: how
+  // far the machine moved the comparison within the run.
+  double ratio_low = 0, ratio_high = 0;
   bool has_ratio = false;
 };
 
