@@ -2,6 +2,7 @@
 // operator with no per-push allocation of closures or var lists;
 // DeleteOperator takes effect after the operator's pending pushes finish.
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -15,8 +16,10 @@ namespace depengine::test {
 namespace {
 
 using ::testing::AnyOf;
+using ::testing::Contains;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class OperatorTest : public EngineTest {};
 
@@ -66,6 +69,51 @@ TEST_P(OperatorTest, OperatorReadsAndWritesItsVarsLikePushAsync) {
   }
   engine().WaitForVar(b);
   EXPECT_EQ(b_value, serial_b);
+  engine().DeleteOperator(op);
+}
+
+// More vars than an operator keeps beside its push counter (two): the rest
+// live in a separate list, and every one of them must order the pushes.
+TEST_P(OperatorTest, OperatorWithManyVarsOrdersEveryOne) {
+  long in[3] = {0, 0, 0};  // read by the operator
+  long sum = 0, copy = 0;  // written by it
+  DrainGuard drain(engine());
+  std::vector<VarHandle> reads = {engine().NewVariable(), engine().NewVariable(),
+                                  engine().NewVariable()};
+  std::vector<VarHandle> writes = {engine().NewVariable(), engine().NewVariable()};
+  // Listed twice and out of order: NewOperator merges and sorts them.
+  OprHandle op = engine().NewOperator(
+      [&](RunContext, CallbackOnComplete cb) {
+        sum += in[0] + in[1] + in[2];
+        copy = sum;
+        cb();
+      },
+      {reads[2], reads[0], reads[1], reads[0]}, {writes[1], writes[0]});
+  long serial = 0;
+  std::vector<long> seen;
+  for (int i = 1; i <= 30; ++i) {
+    for (int k = 0; k < 3; ++k) {
+      // The writer takes a while, so a push that skipped the var would
+      // read the old value.
+      engine().PushSync(
+          [&, i, k](RunContext) {
+            const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+            while (std::chrono::steady_clock::now() < until) {
+            }
+            in[k] = i * (k + 1) * 1000 + k;
+          },
+          Context::CPU(), {}, {reads[static_cast<std::size_t>(k)]});
+    }
+    engine().Push(op, Context::CPU());
+    serial += i * 1000 + 0 + i * 2000 + 1 + i * 3000 + 2;
+    engine().PushSync([&](RunContext) { seen.push_back(copy == sum ? sum : -1); }, Context::CPU(),
+                      writes, {});
+  }
+  engine().WaitForAll();
+  EXPECT_EQ(sum, serial);
+  ASSERT_EQ(seen.size(), 30u);
+  EXPECT_EQ(seen.back(), serial);
+  EXPECT_THAT(seen, Not(Contains(-1)));
   engine().DeleteOperator(op);
 }
 

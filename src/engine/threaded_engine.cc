@@ -575,8 +575,13 @@ OprHandle ThreadedEngine::NewOperator(AsyncFn fn, const std::vector<VarHandle>& 
 
   Opr* op = OprPool::Allocate();
   op->Clear();
+  try {
+    op->SetVars(vars);  // allocates beyond Opr::kInlineVars
+  } catch (...) {
+    OprPool::Free(op);
+    throw;
+  }
   op->async_fn = std::move(fn);
-  op->vars = std::move(vars);
   op->prop = prop;
   op->name = opr_name;
   op->engine = this;
@@ -794,18 +799,17 @@ void ThreadedEngine::Push(OprHandle op, Context exec_ctx, int priority, bool pro
   // as finished, or DeleteOperator's count would never complete.
   try {
     InFlightReservation reservation(this, true);
-    OprBlock* b = AllocateBlock(op->vars.size());
+    const std::uint32_t n = op->var_count();
+    OprBlock* b = AllocateBlock(n);
     b->prebuilt = op;
     b->set_prop(op->prop);
     b->name = op->name;
     b->kind = OprKind::kUser;
     b->ctx = exec_ctx;
     b->priority = priority;
-    const auto n = static_cast<std::uint32_t>(op->vars.size());
     b->ResizeSlots(n);
     std::span<VarSlot> slots = b->slots();
-    for (std::uint32_t i = 0; i < n; ++i)
-      slots[i] = VarSlot(op->vars[i].first, b, op->vars[i].second);
+    for (std::uint32_t i = 0; i < n; ++i) slots[i] = VarSlot(op->var(i), b, op->var_written(i));
     Enqueue(b, call, false, profiling);  // throws only before b is queued
     reservation.Commit();
   } catch (...) {

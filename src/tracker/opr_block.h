@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <new>
 #include <span>
 #include <utility>
@@ -51,7 +52,12 @@ union FnStorage {
 namespace depengine {
 
 // A prebuilt operator (NewOperator): pushed many times, deleted once.
-class Opr {
+// Four cache lines in two 128-byte pairs (the unit the adjacent-line
+// prefetcher fetches): the first pair is the pushers' line and cold
+// fields, the second the workers' (the function they run, the count they
+// add to), so that a worker that reads the function does not pull in the
+// line pushers update.
+class alignas(128) Opr {
  public:
   static constexpr std::uint32_t kLive = 0x4f50524cu;  // "OPRL"
   static constexpr std::uint32_t kDead = 0xdeadbeefu;
@@ -59,27 +65,64 @@ class Opr {
   // reaches when the last push of a deleted operator finishes.
   static constexpr std::uint64_t kDeleteRequested = std::uint64_t{1} << 62;
 
-  Opr* pool_next = nullptr;  // owned by ObjectPool while free
+  // --- the pushers' line: everything Push reads, and the count it adds to.
+  // With 4,096 operators pushed round robin (W5) a push touched four lines
+  // of its Opr (the counter's, two of fields, the var list's heap array),
+  // a megabyte over a round, which missed the core's cache on every push;
+  // now it touches this one.
 
-  // --- set by NewOperator before the handle is returned; read-only after ---
-  AsyncFn async_fn;
-  FnProperty prop = FnProperty::kNormal;
-  const char* name = nullptr;
-  const internal::ThreadedEngine* engine = nullptr;
-  // Sorted by address, no duplicates, with their write flags.
-  std::vector<std::pair<Var*, bool>> vars;
-  // Rejects stale handles (relaxed: best effort; `pushed` is authoritative).
-  std::atomic<std::uint32_t> magic{kDead};
-
-  // Two counters, each on its own cache line, rather than one count of
-  // pushes in flight: pushers write only `pushed` and completions only
-  // `finished`, so an operator pushed round robin among many (W5) does not
-  // move a line between the pushing core and a worker's on every push.
-  //
   // Pushes accepted, plus kDeleteRequested once DeleteOperator ran (a push
   // that finds the bit set is rejected). Pushers' fetch_add, DeleteOperator's
   // fetch_or: one total order decides which pushes DeleteOperator counted.
+  // Only pushers write this line: completions count in `finished`, on a line
+  // of its own, so an operator pushed round robin among many does not move a
+  // line between the pushing core and a worker's on every push.
   alignas(64) std::atomic<std::uint64_t> pushed{0};
+  // Rejects stale handles (relaxed: best effort; `pushed` is authoritative).
+  std::atomic<std::uint32_t> magic{kDead};
+  // Set by NewOperator before the handle is returned; read-only after.
+  FnProperty prop = FnProperty::kNormal;
+  const char* name = nullptr;
+  const internal::ThreadedEngine* engine = nullptr;
+
+  // The var list (set by NewOperator, read-only after): sorted by address,
+  // no duplicates, each entry `Var* | 1` for a write; in this line up to
+  // kInlineVars entries, else in var_heap_.
+  static constexpr std::uint32_t kInlineVars = 2;
+  std::uint32_t var_count() const { return var_count_; }
+  Var* var(std::uint32_t i) const {
+    return reinterpret_cast<Var*>(var_data()[i] & ~std::uintptr_t{1});
+  }
+  bool var_written(std::uint32_t i) const { return (var_data()[i] & 1u) != 0; }
+  void SetVars(const std::vector<std::pair<Var*, bool>>& vars) {
+    var_heap_.reset(vars.size() > kInlineVars ? new std::uintptr_t[vars.size()] : nullptr);
+    std::uintptr_t* data = var_heap_ != nullptr ? var_heap_.get() : inline_vars_;
+    for (std::size_t i = 0; i < vars.size(); ++i) {
+      data[i] = reinterpret_cast<std::uintptr_t>(vars[i].first) | (vars[i].second ? 1u : 0u);
+    }
+    var_count_ = static_cast<std::uint32_t>(vars.size());
+  }
+
+ private:
+  const std::uintptr_t* var_data() const {
+    return var_count_ <= kInlineVars ? inline_vars_ : var_heap_.get();
+  }
+  std::uint32_t var_count_ = 0;
+  std::uintptr_t inline_vars_[kInlineVars] = {};
+
+ public:
+  // --- cold: written when the operator is made and deleted ---
+  alignas(64) Opr* pool_next = nullptr;  // owned by ObjectPool while free
+  // The engine's list of live operators; guarded by its live_mu_.
+  Opr* live_prev = nullptr;
+  Opr* live_next = nullptr;
+
+ private:
+  std::unique_ptr<std::uintptr_t[]> var_heap_;  // the var list beyond kInlineVars
+
+ public:
+  // --- the workers' pair ---
+  alignas(128) AsyncFn async_fn;  // set by NewOperator; read-only after
   // Pushes finished, plus kDeleteRequested minus the pushes DeleteOperator
   // counted, added by DeleteOperator: the one update that takes it to
   // exactly kDeleteRequested (every counted push finished, after the
@@ -87,18 +130,19 @@ class Opr {
   // acq_rel: the freeing thread must see every push's last use of the Opr.
   alignas(64) std::atomic<std::uint64_t> finished{0};
 
-  // The engine's list of live operators; guarded by its live_mu_.
-  Opr* live_prev = nullptr;
-  Opr* live_next = nullptr;
-
   // Drops the function (and what its closure captured) and the var list.
   // `name` is left alone: a Push racing with the operator's deletion (a
   // misuse that Push reports) reads it to name the operator in its error.
   void Clear() {
     async_fn = nullptr;
-    vars.clear();
+    var_heap_.reset();
+    var_count_ = 0;
   }
 };
+
+static_assert(sizeof(Opr) == 256,
+              "an Opr is two pairs of cache lines: the pushers' and the workers'");
+static_assert(alignof(Var) >= 2, "Opr's var list keeps the write flag in bit 0 of Var*");
 
 }  // namespace depengine
 
