@@ -168,6 +168,37 @@ std::string Named(const char* call, const std::string& what) {
   return std::string(call) + ": " + what;
 }
 
+// Sorts a function's var list, given as keys (`Var* | 1` for a write), by
+// var, a read before a write of the same var; merges duplicates within a
+// list and returns how many keys remain. A var in both lists is an error
+// (a null handle in both is left to the null check that follows).
+std::uint32_t SortAndMergeVarKeys(std::uintptr_t* keys, std::uint32_t n, const char* call) {
+  if (n <= 16) {
+    // Insertion sort: typical functions use a handful of vars.
+    for (std::uint32_t k = 1; k < n; ++k) {
+      const std::uintptr_t key = keys[k];
+      std::uint32_t j = k;
+      for (; j > 0 && key < keys[j - 1]; --j) keys[j] = keys[j - 1];
+      keys[j] = key;
+    }
+  } else {
+    std::sort(keys, keys + n);
+  }
+  std::uint32_t out = 0;
+  for (std::uint32_t k = 0; k < n; ++k) {
+    const std::uintptr_t var_bits = keys[k] & ~std::uintptr_t{1};
+    if (out > 0 && (keys[out - 1] & ~std::uintptr_t{1}) == var_bits) {
+      if (keys[out - 1] != keys[k] && var_bits != 0) {
+        throw std::invalid_argument(
+            Named(call, "a var appears in both const_vars and mutable_vars"));
+      }
+      continue;
+    }
+    keys[out++] = keys[k];
+  }
+  return out;
+}
+
 }  // namespace
 
 // A worker thread's view of itself: which pool it serves, and the block it
@@ -549,34 +580,23 @@ OprHandle ThreadedEngine::NewOperator(AsyncFn fn, const std::vector<VarHandle>& 
   if (!fn) throw std::invalid_argument(Named(call, "null function"));
   const std::size_t entries = const_vars.size() + mutable_vars.size();
   CheckVarCount(entries, call);
-  std::vector<std::pair<Var*, bool>> vars;
-  vars.reserve(entries);
+  std::vector<std::uintptr_t> keys;
+  keys.reserve(entries);
   for (Var* v : const_vars) {
     CheckLiveVar(v, call);
-    vars.emplace_back(v, false);
+    keys.push_back(reinterpret_cast<std::uintptr_t>(v));
   }
   for (Var* v : mutable_vars) {
     CheckLiveVar(v, call);
-    vars.emplace_back(v, true);
+    keys.push_back(reinterpret_cast<std::uintptr_t>(v) | 1u);
   }
-  std::sort(vars.begin(), vars.end());
-  std::size_t out = 0;
-  for (std::size_t i = 0; i < vars.size(); ++i) {
-    if (out > 0 && vars[out - 1].first == vars[i].first) {
-      if (vars[out - 1].second != vars[i].second) {
-        throw std::invalid_argument(
-            Named(call, "a var appears in both const_vars and mutable_vars"));
-      }
-      continue;
-    }
-    vars[out++] = vars[i];
-  }
-  vars.resize(out);
+  const std::uint32_t count =
+      SortAndMergeVarKeys(keys.data(), static_cast<std::uint32_t>(keys.size()), call);
 
   Opr* op = OprPool::Allocate();
   op->Clear();
   try {
-    op->SetVars(vars);  // allocates beyond Opr::kInlineVars
+    op->SetVars(keys.data(), count);  // allocates beyond Opr::kInlineVars
   } catch (...) {
     OprPool::Free(op);
     throw;
@@ -700,11 +720,25 @@ void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx
   if (kind == OprKind::kUser) CheckPriority(priority, call);
   CheckVarCount(const_vars.size() + mutable_vars.size(), call);
   PrefetchVars(const_vars, mutable_vars);
-  // Taken before the block, so that running out of memory here leaves
-  // nothing to undo.
-  SortKeys sort_keys(const_vars.size() + mutable_vars.size());
+  // One slot per var, sorted by address; duplicates within a list merge.
+  // Sorted as keys (var | write) on the stack before the block is taken,
+  // then written into it once. Sorting the slots in the block loaded them
+  // right after storing them, 16 bytes at a time over two 8-byte stores,
+  // which the store buffer cannot forward: every push of several vars
+  // waited there for the block's lines to arrive from the worker that
+  // finished it last (two thirds of W3's PushOneShot samples).
+  const auto n = static_cast<std::uint32_t>(const_vars.size() + mutable_vars.size());
+  SortKeys sort_keys(n);
+  std::uintptr_t* keys = sort_keys.data();
+  std::uint32_t count = n;
+  if (n > 1) {
+    std::uint32_t k = 0;
+    for (Var* v : const_vars) keys[k++] = reinterpret_cast<std::uintptr_t>(v);
+    for (Var* v : mutable_vars) keys[k++] = reinterpret_cast<std::uintptr_t>(v) | 1u;
+    count = SortAndMergeVarKeys(keys, n, call);
+  }
   InFlightReservation reservation(this, kind == OprKind::kUser);
-  OprBlock* b = AllocateBlock(const_vars.size() + mutable_vars.size());
+  OprBlock* b = AllocateBlock(n);
   if (sync_fn != nullptr) {
     b->SetSync(std::move(*sync_fn));
   } else {
@@ -716,62 +750,17 @@ void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx
   b->prebuilt = nullptr;
   b->ctx = ctx;
   b->priority = priority;
-
-  // One slot per var, sorted by address; duplicates within a list merge.
-  const auto n = static_cast<std::uint32_t>(const_vars.size() + mutable_vars.size());
-  if (n <= 1) {
-    // Nothing to sort or merge. Reading the slot back here would stall the
-    // push: it was just stored, into a line that is usually still on its
-    // way from the worker that finished the block last.
-    b->ResizeSlots(n);
-    if (n == 1) {
-      b->slots()[0] =
-          const_vars.empty() ? VarSlot(mutable_vars[0], b, true) : VarSlot(const_vars[0], b, false);
-    }
-    Enqueue(b, call, kind == OprKind::kDeleteVar, false);
-    reservation.Commit();
-    return;
-  }
-  // Sorted as keys (var | write) on the stack, then written into the
-  // block once. Sorting the slots in place loaded them right after storing
-  // them, 16 bytes at a time over two 8-byte stores, which the store
-  // buffer cannot forward: every push of several vars waited there for the
-  // block's lines to arrive from the worker that finished it last (two
-  // thirds of W3's PushOneShot samples).
-  std::uintptr_t* keys = sort_keys.data();
-  std::uint32_t k = 0;
-  for (Var* v : const_vars) keys[k++] = reinterpret_cast<std::uintptr_t>(v);
-  for (Var* v : mutable_vars) keys[k++] = reinterpret_cast<std::uintptr_t>(v) | 1u;
-  if (n <= 16) {
-    // Insertion sort: typical functions use a handful of vars.
-    for (k = 1; k < n; ++k) {
-      const std::uintptr_t key = keys[k];
-      std::uint32_t j = k;
-      for (; j > 0 && key < keys[j - 1]; --j) keys[j] = keys[j - 1];
-      keys[j] = key;
-    }
+  b->ResizeSlots(count);
+  if (n == 1) {
+    // Nothing was sorted: the slot comes straight from the list.
+    b->slots()[0] =
+        const_vars.empty() ? VarSlot(mutable_vars[0], b, true) : VarSlot(const_vars[0], b, false);
   } else {
-    std::sort(keys, keys + n);
-  }
-  std::uint32_t out = 0;
-  for (k = 0; k < n; ++k) {
-    const std::uintptr_t var_bits = keys[k] & ~std::uintptr_t{1};
-    if (out > 0 && (keys[out - 1] & ~std::uintptr_t{1}) == var_bits) {
-      // A read sorts before a write of the same var.
-      if (keys[out - 1] != keys[k] && var_bits != 0) {
-        RecycleBlock(b);
-        throw std::invalid_argument(
-            Named(call, "a var appears in both const_vars and mutable_vars"));
-      }
-      continue;
+    std::span<VarSlot> slots = b->slots();
+    for (std::uint32_t k = 0; k < count; ++k) {
+      slots[k] =
+          VarSlot(reinterpret_cast<Var*>(keys[k] & ~std::uintptr_t{1}), b, (keys[k] & 1u) != 0);
     }
-    keys[out++] = keys[k];
-  }
-  b->ResizeSlots(out);
-  std::span<VarSlot> slots = b->slots();
-  for (k = 0; k < out; ++k) {
-    slots[k] =
-        VarSlot(reinterpret_cast<Var*>(keys[k] & ~std::uintptr_t{1}), b, (keys[k] & 1u) != 0);
   }
   Enqueue(b, call, kind == OprKind::kDeleteVar, false);
   reservation.Commit();

@@ -8,6 +8,7 @@
 // uses, so a push allocates nothing in steady state.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -94,13 +95,11 @@ class alignas(128) Opr {
     return reinterpret_cast<Var*>(var_data()[i] & ~std::uintptr_t{1});
   }
   bool var_written(std::uint32_t i) const { return (var_data()[i] & 1u) != 0; }
-  void SetVars(const std::vector<std::pair<Var*, bool>>& vars) {
-    var_heap_.reset(vars.size() > kInlineVars ? new std::uintptr_t[vars.size()] : nullptr);
-    std::uintptr_t* data = var_heap_ != nullptr ? var_heap_.get() : inline_vars_;
-    for (std::size_t i = 0; i < vars.size(); ++i) {
-      data[i] = reinterpret_cast<std::uintptr_t>(vars[i].first) | (vars[i].second ? 1u : 0u);
-    }
-    var_count_ = static_cast<std::uint32_t>(vars.size());
+  // Takes `n` entries in that form, already sorted and merged.
+  void SetVars(const std::uintptr_t* entries, std::uint32_t n) {
+    var_heap_.reset(n > kInlineVars ? new std::uintptr_t[n] : nullptr);
+    std::copy(entries, entries + n, var_heap_ != nullptr ? var_heap_.get() : inline_vars_);
+    var_count_ = n;
   }
 
  private:
