@@ -59,8 +59,7 @@ class EngineHandle final : public Engine {
   void PushSyncImpl(SyncFn exec_fn, Context exec_ctx, const std::vector<VarHandle>& const_vars,
                     const std::vector<VarHandle>& mutable_vars, FnProperty prop, int priority,
                     const char* opr_name) override {
-    core_->PushSyncImpl(std::move(exec_fn), exec_ctx, const_vars, mutable_vars, prop, priority,
-                        opr_name);
+    core_->PushSyncFrom(&exec_fn, exec_ctx, const_vars, mutable_vars, prop, priority, opr_name);
   }
   void RecordCallbackError(std::exception_ptr error) override {
     core_->RecordCallbackError(std::move(error));

@@ -168,11 +168,29 @@ std::string Named(const char* call, const std::string& what) {
   return std::string(call) + ": " + what;
 }
 
+[[noreturn, gnu::cold]] void ThrowVarInBothLists(const char* call) {
+  throw std::invalid_argument(Named(call, "a var appears in both const_vars and mutable_vars"));
+}
+
 // Sorts a function's var list, given as keys (`Var* | 1` for a write), by
 // var, a read before a write of the same var; merges duplicates within a
 // list and returns how many keys remain. A var in both lists is an error
 // (a null handle in both is left to the null check that follows).
+
 std::uint32_t SortAndMergeVarKeys(std::uintptr_t* keys, std::uint32_t n, const char* call) {
+  constexpr std::uintptr_t kVarBits = ~std::uintptr_t{1};
+  if (n == 2) {
+    // The most common several-var push (one read, one write: W3's fan, an
+    // operator's input and output), without the loops below.
+    std::uintptr_t a = keys[0];
+    std::uintptr_t b = keys[1];
+    if (b < a) std::swap(a, b);
+    keys[0] = a;
+    keys[1] = b;
+    if (((a ^ b) & kVarBits) != 0) return 2;
+    if (a != b && (a & kVarBits) != 0) ThrowVarInBothLists(call);
+    return 1;  // one var listed twice (in the same list, or null in both)
+  }
   if (n <= 16) {
     // Insertion sort: typical functions use a handful of vars.
     for (std::uint32_t k = 1; k < n; ++k) {
@@ -188,10 +206,7 @@ std::uint32_t SortAndMergeVarKeys(std::uintptr_t* keys, std::uint32_t n, const c
   for (std::uint32_t k = 0; k < n; ++k) {
     const std::uintptr_t var_bits = keys[k] & ~std::uintptr_t{1};
     if (out > 0 && (keys[out - 1] & ~std::uintptr_t{1}) == var_bits) {
-      if (keys[out - 1] != keys[k] && var_bits != 0) {
-        throw std::invalid_argument(
-            Named(call, "a var appears in both const_vars and mutable_vars"));
-      }
+      if (keys[out - 1] != keys[k] && var_bits != 0) ThrowVarInBothLists(call);
       continue;
     }
     keys[out++] = keys[k];
@@ -502,21 +517,16 @@ void ThreadedEngine::CheckContext(const Context& ctx, const char* call) const {
       Named(call, "unknown DeviceType " + std::to_string(static_cast<int>(ctx.dev_type))));
 }
 
-void ThreadedEngine::CheckPriority(int priority, const char* call) const {
-  if (priority < kMinPriority || priority > kMaxPriority) {
-    throw std::invalid_argument(Named(call, "priority " + std::to_string(priority) +
-                                                " is outside [kMinPriority, kMaxPriority] = [" +
-                                                std::to_string(kMinPriority) + ", " +
-                                                std::to_string(kMaxPriority) + "]"));
-  }
+void ThreadedEngine::ThrowBadPriority(int priority, const char* call) {
+  throw std::invalid_argument(Named(call, "priority " + std::to_string(priority) +
+                                              " is outside [kMinPriority, kMaxPriority] = [" +
+                                              std::to_string(kMinPriority) + ", " +
+                                              std::to_string(kMaxPriority) + "]"));
 }
 
-void ThreadedEngine::CheckVarCount(std::size_t entries, const char* call) {
-  if (entries > OprBlock::kMaxVars) {
-    throw std::invalid_argument(Named(call, "too many vars (" + std::to_string(entries) +
-                                                "); at most " +
-                                                std::to_string(OprBlock::kMaxVars)));
-  }
+void ThreadedEngine::ThrowTooManyVars(std::size_t entries, const char* call) {
+  throw std::invalid_argument(Named(call, "too many vars (" + std::to_string(entries) +
+                                              "); at most " + std::to_string(OprBlock::kMaxVars)));
 }
 
 void ThreadedEngine::CheckVar(VarHandle v, const char* call) const {
@@ -678,28 +688,27 @@ void ThreadedEngine::PushSyncImpl(SyncFn exec_fn, Context exec_ctx,
                                   const std::vector<VarHandle>& const_vars,
                                   const std::vector<VarHandle>& mutable_vars, FnProperty prop,
                                   int priority, const char* opr_name) {
-  if (!exec_fn) throw std::invalid_argument("PushSync: null function");
-  PushOneShot(&exec_fn, nullptr, exec_ctx, const_vars, mutable_vars, prop, priority, opr_name,
+  PushSyncFrom(&exec_fn, exec_ctx, const_vars, mutable_vars, prop, priority, opr_name);
+}
+
+void ThreadedEngine::PushSyncFrom(SyncFn* exec_fn, Context exec_ctx,
+                                  const std::vector<VarHandle>& const_vars,
+                                  const std::vector<VarHandle>& mutable_vars, FnProperty prop,
+                                  int priority, const char* opr_name) {
+  if (!*exec_fn) throw std::invalid_argument("PushSync: null function");
+  PushOneShot(exec_fn, nullptr, exec_ctx, const_vars, mutable_vars, prop, priority, opr_name,
               OprKind::kUser, "PushSync");
 }
 
 // A push's first touch of each var is usually a miss: the line was last
 // written by the worker that settled the var. Asking for every var's line
 // up front lets those misses overlap one another and the block's setup,
-// instead of being taken one by one at each lock. A one-var push locks the
-// grant side, a multi-var push the push side (see Enqueue).
+// instead of being taken one by one at each lock. A multi-var push locks
+// the push side (see Enqueue); a one-var push, the grant side too, and
+// PushOneShot fetches its two lines itself.
 void ThreadedEngine::PrefetchVars(const std::vector<VarHandle>& const_vars,
                                   const std::vector<VarHandle>& mutable_vars) {
   constexpr std::size_t kMaxPrefetched = 8;
-  const std::size_t n = const_vars.size() + mutable_vars.size();
-  if (n == 1) {
-    // A null handle is rejected later (Enqueue); no address is formed from it.
-    const Var* v = const_vars.empty() ? mutable_vars[0] : const_vars[0];
-    if (v == nullptr) return;
-    PrefetchForWrite(v);
-    PrefetchForWrite(&v->lock);
-    return;
-  }
   std::size_t done = 0;
   for (const std::vector<VarHandle>* list : {&const_vars, &mutable_vars}) {
     for (const Var* v : *list) {
@@ -718,8 +727,19 @@ void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx
     EnsurePool(ctx, prop);
   }
   if (kind == OprKind::kUser) CheckPriority(priority, call);
-  CheckVarCount(const_vars.size() + mutable_vars.size(), call);
-  PrefetchVars(const_vars, mutable_vars);
+  const auto n = static_cast<std::uint32_t>(const_vars.size() + mutable_vars.size());
+  CheckVarCount(n, call);
+  if (n == 1) {
+    // A one-var push locks the grant side (see PrefetchVars). A null handle
+    // is rejected later (Enqueue); no address is formed from it.
+    const Var* v = const_vars.empty() ? mutable_vars[0] : const_vars[0];
+    if (v != nullptr) {
+      PrefetchForWrite(v);
+      PrefetchForWrite(&v->lock);
+    }
+  } else {
+    PrefetchVars(const_vars, mutable_vars);
+  }
   // One slot per var, sorted by address; duplicates within a list merge.
   // Sorted as keys (var | write) on the stack before the block is taken,
   // then written into it once. Sorting the slots in the block loaded them
@@ -727,7 +747,6 @@ void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx
   // which the store buffer cannot forward: every push of several vars
   // waited there for the block's lines to arrive from the worker that
   // finished it last (two thirds of W3's PushOneShot samples).
-  const auto n = static_cast<std::uint32_t>(const_vars.size() + mutable_vars.size());
   SortKeys sort_keys(n);
   std::uintptr_t* keys = sort_keys.data();
   std::uint32_t count = n;
@@ -760,6 +779,21 @@ void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx
     for (std::uint32_t k = 0; k < count; ++k) {
       slots[k] =
           VarSlot(reinterpret_cast<Var*>(keys[k] & ~std::uintptr_t{1}), b, (keys[k] & 1u) != 0);
+    }
+  }
+  if (n == 1 && kind != OprKind::kDeleteVar) {
+    // Enqueue's common case without its general path: a one-var push that
+    // is not profiled goes straight to PushSingle (the checks are
+    // Enqueue's; a handle that fails them takes Enqueue, which names it).
+    VarSlot& slot = b->slots()[0];
+    if (IsOwnLiveHandle(slot.var) &&
+        !(kProfilerBuilt && profile_all_.load(std::memory_order_relaxed))) {
+      if (!slot.write()) Var::ReserveGroups(1);  // a read queued under the lock may start a group
+      b->profile = nullptr;
+      if (PushSingle(b, call)) {
+        reservation.Commit();
+        return;
+      }
     }
   }
   Enqueue(b, call, kind == OprKind::kDeleteVar, false);
@@ -910,7 +944,7 @@ void ThreadedEngine::HandOutGrantsProfiled(const GrantList& granted,
   }
 }
 
-int ThreadedEngine::HandOutGrants(const GrantList& granted, const OprBlock* self) {
+int ThreadedEngine::HandOutGrantsTo(const GrantList& granted, const OprBlock* self) {
   int self_grants = 0;
   for (int i = 0; i < granted.size; ++i) {
     OprBlock* g = granted.data[i];
@@ -1350,20 +1384,13 @@ void ThreadedEngine::WaitPendingZero(int slot) {
   idle_waiters_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-ThreadedEngine::InFlightReservation::InFlightReservation(ThreadedEngine* engine, bool may_wait)
-    : engine_(engine), held_(engine->in_flight_.enabled()) {
+void ThreadedEngine::InFlightReservation::Reserve(bool may_wait) {
   // Pushes from inside this engine (a running function, or one of its
   // workers) never wait: they could be what frees room. Another engine's
   // worker is a thread from outside, like any other.
-  if (held_) {
-    const auto* w = static_cast<const WorkerTls*>(tls_worker_raw);
-    const bool own_worker = w != nullptr && w->engine == engine_;
-    engine_->in_flight_.Reserve(may_wait && !engine_->OnOwnThread() && !own_worker);
-  }
-}
-
-ThreadedEngine::InFlightReservation::~InFlightReservation() {
-  if (held_) engine_->in_flight_.Release();
+  const auto* w = static_cast<const WorkerTls*>(tls_worker_raw);
+  const bool own_worker = w != nullptr && w->engine == engine_;
+  engine_->in_flight_.Reserve(may_wait && !engine_->OnOwnThread() && !own_worker);
 }
 
 void ThreadedEngine::ReleaseInFlight() {

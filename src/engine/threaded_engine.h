@@ -51,6 +51,12 @@ class ThreadedEngine : public Engine {
                     const std::vector<VarHandle>& mutable_vars, FnProperty prop, int priority,
                     const char* opr_name) override;
   // Logged like the failure of a function that writes no var.
+  // PushSyncImpl's work, taking the function from `*exec_fn`: EngineHandle
+  // forwards its own parameter here, so the closure moves once, into the
+  // block, instead of once more per layer.
+  void PushSyncFrom(SyncFn* exec_fn, Context exec_ctx, const std::vector<VarHandle>& const_vars,
+                    const std::vector<VarHandle>& mutable_vars, FnProperty prop, int priority,
+                    const char* opr_name);
   void RecordCallbackError(std::exception_ptr error) override { RecordFailure(std::move(error)); }
   // An engine-made callback's entry (see CallbackOnComplete): checks the
   // ticket, then finishes the block through FinishCallback.
@@ -134,7 +140,14 @@ class ThreadedEngine : public Engine {
   // Takes one grant for each block in `granted` and dispatches those that
   // became ready, except `self` (a block whose push is still under way):
   // returns how many of the grants were self's.
-  int HandOutGrants(const GrantList& granted, const OprBlock* self);
+  // Hands each granted block its grant and dispatches those it makes ready;
+  // returns how many grants went to `self` (the caller's own block). Most
+  // pushes and completions grant nothing else: that case costs a test, not
+  // a call.
+  int HandOutGrants(const GrantList& granted, const OprBlock* self) {
+    return granted.size == 0 ? 0 : HandOutGrantsTo(granted, self);
+  }
+  int HandOutGrantsTo(const GrantList& granted, const OprBlock* self);
   // HandOutGrants for a completion that is being profiled: also records in
   // `releaser` a flow to each profiled block whose last grant this was
   // (`vars[i]`: the var of granted.data[i]).
@@ -167,13 +180,24 @@ class ThreadedEngine : public Engine {
   // pushes take one regardless.
   class InFlightReservation {
    public:
-    InFlightReservation(ThreadedEngine* engine, bool may_wait);
-    ~InFlightReservation();  // gives the unit back unless committed
+    // Inline: with no bound (the default) a push pays one load and a test.
+    InFlightReservation(ThreadedEngine* engine, bool may_wait)
+        : engine_(engine), held_(engine->in_flight_.enabled()) {
+      if (held_) [[unlikely]] {
+        Reserve(may_wait);
+      }
+    }
+    ~InFlightReservation() {  // gives the unit back unless committed
+      if (held_) [[unlikely]] {
+        engine_->in_flight_.Release();
+      }
+    }
     InFlightReservation(const InFlightReservation&) = delete;
     InFlightReservation& operator=(const InFlightReservation&) = delete;
     void Commit() { held_ = false; }  // the queued block gives it back
 
    private:
+    void Reserve(bool may_wait);
     ThreadedEngine* engine_;
     bool held_;
   };
@@ -200,9 +224,20 @@ class ThreadedEngine : public Engine {
   }
   // CheckVar, and not pending deletion (takes the var's lock).
   void CheckLiveVar(VarHandle v, const char* call) const;
-  void CheckPriority(int priority, const char* call) const;
+  // The push path's checks: a comparison inline, the message out of line.
+  static void CheckPriority(int priority, const char* call) {
+    if (priority < kMinPriority || priority > kMaxPriority) [[unlikely]] {
+      ThrowBadPriority(priority, call);
+    }
+  }
   // At most OprBlock::kMaxVars entries in a function's var lists.
-  static void CheckVarCount(std::size_t entries, const char* call);
+  static void CheckVarCount(std::size_t entries, const char* call) {
+    if (entries > OprBlock::kMaxVars) [[unlikely]] {
+      ThrowTooManyVars(entries, call);
+    }
+  }
+  [[noreturn, gnu::cold]] static void ThrowBadPriority(int priority, const char* call);
+  [[noreturn, gnu::cold]] static void ThrowTooManyVars(std::size_t entries, const char* call);
   bool OnOwnThread() const;
   // On one of this engine's worker threads, inside a function or not (a
   // worker frees a deleted operator, and so destroys its closure, between

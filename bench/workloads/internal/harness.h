@@ -42,8 +42,10 @@ inline std::string CurrentExceptionMessage() {
 // WaitForAll after it. On an exception the result is a failed check naming
 // it, and this waits until nothing pushed still runs, so the caller may then
 // destroy what the functions use.
+// Not inlined: tools/instructions_per_op.py counts the instructions run
+// inside it, by name.
 template <class PushAll>
-WorkloadResult TimePushes(Engine& engine, std::size_t ops, PushAll&& push_all) {
+[[gnu::noinline]] WorkloadResult TimePushes(Engine& engine, std::size_t ops, PushAll&& push_all) {
   WorkloadResult r;
   r.ops = ops;
   try {

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Instructions per op of the engine's own path, counted by callgrind.
+
+Runs depengine-bench under valgrind's callgrind on the naive engine and
+counts the instructions executed inside the timed region (the harness's
+TimePushes: the workload's push loop and WaitForAll). The naive engine
+runs every function inline on the pushing thread with the same tracker,
+block pool and completion code as the threaded engines, so the count per
+op is the length of the whole path (push, dependency tracking, run,
+completion, recycling), plus the workload's own loop and body, which do not
+change between engine builds.
+
+Why: on the shared 2-vCPU VM wall time moves up to 3x between runs of one
+binary (docs/design.md, "Measuring on this machine"), so a change of a few
+percent in the path's length does not show in a timing. An instruction count
+is exact and repeatable: two builds differ only where their code differs.
+It is not a timing: a cache miss or a contended line costs no instructions,
+so a change that adds misses can lower the count and still be slower.
+Check the wall time with tools/ab_bench.py as well.
+
+Usage:
+  tools/instructions_per_op.py [--only=W1,W2,...] [--n-scale=X] BIN [BIN ...]
+BIN: depengine-bench binaries; with several, a column each, and the ratio of
+each to the first. Needs valgrind (apt-get install valgrind). Exit status 1
+when a run failed.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+# Small enough that callgrind (about 50x slower) takes seconds per case,
+# large enough that the engine's setup is a small part of the count.
+DEFAULT_ONLY = "W1,W2,W3,W4.T0,W5.x1,W5.x4096"
+DEFAULT_N_SCALE = "0.02"
+
+
+def count(binary, case, n_scale, workdir):
+    """Instructions per op of `case` on the naive engine, and the ops run."""
+    out = os.path.join(workdir, "callgrind.out")
+    json_path = os.path.join(workdir, "bench.json")
+    for stale in glob.glob(out + "*"):
+        os.remove(stale)
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+           "--toggle-collect=*internal::TimePushes*", "--dump-line=no",
+           binary, "--engines=naive", "--no-memory", "--reps=1", f"--only={case}",
+           f"--n-scale={n_scale}", f"--json={json_path}"]
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        sys.exit(f"instructions_per_op: {' '.join(cmd)} exited with {done.returncode}:\n"
+                 f"{done.stderr[-2000:]}")
+    with open(json_path, encoding="utf-8") as f:
+        rows = json.load(f)["rows"]
+    if len(rows) != 1 or not rows[0].get("ok", False):
+        sys.exit(f"instructions_per_op: {binary}: {case} failed its check or did not run")
+    # One warm-up and one timed repetition, both inside TimePushes.
+    ops = 2 * rows[0]["ops"]
+    total = None
+    with open(out, encoding="utf-8") as f:
+        for line in f:
+            m = re.match(r"(?:summary|totals):\s+(\d+)", line)
+            if m:
+                total = int(m.group(1))
+    if total is None:
+        sys.exit(f"instructions_per_op: no total in {out}")
+    return rows[0]["title"], total / ops
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default=DEFAULT_ONLY)
+    parser.add_argument("--n-scale", default=DEFAULT_N_SCALE)
+    parser.add_argument("binaries", nargs="+")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        sys.exit("instructions_per_op: valgrind is not installed (apt-get install valgrind)")
+    cases = args.only.split(",")
+    table = {}
+    titles = {}
+    with tempfile.TemporaryDirectory() as workdir:
+        for case in cases:
+            for binary in args.binaries:
+                title, per_op = count(binary, case, args.n_scale, workdir)
+                titles[case] = title
+                table[(case, binary)] = per_op
+                print(f"{case}: {binary}: {per_op:.1f} instructions/op", file=sys.stderr)
+    print(f"Instructions per op on NaiveEngine (callgrind, inside the timed region, "
+          f"n-scale {args.n_scale}); ratio: to the first binary\n")
+    header = "| case | " + " | ".join(args.binaries) + " |"
+    if len(args.binaries) > 1:
+        header += " ratio |" * (len(args.binaries) - 1)
+    print(header)
+    print("|---|" + "--:|" * (2 * len(args.binaries) - 1))
+    for case in cases:
+        first = table[(case, args.binaries[0])]
+        cells = [f"{table[(case, b)]:.1f}" for b in args.binaries]
+        cells += [f"{table[(case, b)] / first:.3f}" for b in args.binaries[1:]]
+        print(f"| {titles[case]} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
