@@ -781,22 +781,9 @@ void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx
           VarSlot(reinterpret_cast<Var*>(keys[k] & ~std::uintptr_t{1}), b, (keys[k] & 1u) != 0);
     }
   }
-  if (n == 1 && kind != OprKind::kDeleteVar) {
-    // Enqueue's common case without its general path: a one-var push that
-    // is not profiled goes straight to PushSingle (the checks are
-    // Enqueue's; a handle that fails them takes Enqueue, which names it).
-    VarSlot& slot = b->slots()[0];
-    if (IsOwnLiveHandle(slot.var) &&
-        !(kProfilerBuilt && profile_all_.load(std::memory_order_relaxed))) {
-      if (!slot.write()) Var::ReserveGroups(1);  // a read queued under the lock may start a group
-      b->profile = nullptr;
-      if (PushSingle(b, call)) {
-        reservation.Commit();
-        return;
-      }
-    }
+  if (n != 1 || kind == OprKind::kDeleteVar || !TryPushSingle(b, call)) {
+    Enqueue(b, call, kind == OprKind::kDeleteVar, false);
   }
-  Enqueue(b, call, kind == OprKind::kDeleteVar, false);
   reservation.Commit();
 }
 
@@ -833,7 +820,8 @@ void ThreadedEngine::Push(OprHandle op, Context exec_ctx, int priority, bool pro
     b->ResizeSlots(n);
     std::span<VarSlot> slots = b->slots();
     for (std::uint32_t i = 0; i < n; ++i) slots[i] = VarSlot(op->var(i), b, op->var_written(i));
-    Enqueue(b, call, false, profiling);  // throws only before b is queued
+    // Both throw only before b is queued.
+    if (n != 1 || profiling || !TryPushSingle(b, call)) Enqueue(b, call, false, profiling);
     reservation.Commit();
   } catch (...) {
     FinishPushes(op, 1);
@@ -956,6 +944,22 @@ int ThreadedEngine::HandOutGrantsTo(const GrantList& granted, const OprBlock* se
     }
   }
   return self_grants;
+}
+
+// Enqueue's common case without its general path: a one-var push that is
+// not profiled goes straight to PushSingle. Returns false, having done
+// nothing, when that does not apply; then Enqueue takes the push (and a
+// handle that fails the check below gets Enqueue's message naming it).
+// Inline: it saves a call and Enqueue's loops over the slots.
+inline bool ThreadedEngine::TryPushSingle(OprBlock* b, const char* call) {
+  VarSlot& slot = b->slots()[0];
+  if (!IsOwnLiveHandle(slot.var) ||
+      (kProfilerBuilt && profile_all_.load(std::memory_order_relaxed))) {
+    return false;
+  }
+  if (!slot.write()) Var::ReserveGroups(1);  // a read queued under the lock may start a group
+  b->profile = nullptr;
+  return PushSingle(b, call);
 }
 
 // The common push, one var, with the var's grant-side lock free: one lock
@@ -1225,15 +1229,11 @@ void ThreadedEngine::PrefetchSlots(const OprBlock& b) {
   __builtin_prefetch(last);
 }
 
-void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
-  const int pending_slot = b->pending_slot;
-  // On a worker of this engine, blocks this completion makes ready for the
-  // worker's pool are queued in one batch at the end (see DispatchToPool).
-  auto* w = static_cast<WorkerTls*>(tls_worker_raw);
-  if (w != nullptr && w->engine != this) w = nullptr;
-  if (w != nullptr) ++w->completing;
-  if (watchdog_ != nullptr) watchdog_->Finished(b);
-  GrantList granted;
+// Complete's release of b's vars when b failed, was profiled or deletes its
+// var.
+void ThreadedEngine::CompleteVarsGeneral(OprBlock* b, const FailurePtr& failure,
+                                         GrantList* grants) {
+  GrantList& granted = *grants;
   std::vector<Var*> newly_failed;
   std::vector<std::uint64_t> granted_vars;  // profiled only: the var of each grant
   if (b->kind == OprKind::kDeleteVar) {
@@ -1274,6 +1274,30 @@ void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
     b->profile = nullptr;
   } else {
     HandOutGrants(granted, nullptr);
+  }
+}
+
+void ThreadedEngine::Complete(OprBlock* b, const FailurePtr& failure) {
+  const int pending_slot = b->pending_slot;
+  // On a worker of this engine, blocks this completion makes ready for the
+  // worker's pool are queued in one batch at the end (see DispatchToPool).
+  auto* w = static_cast<WorkerTls*>(tls_worker_raw);
+  if (w != nullptr && w->engine != this) w = nullptr;
+  if (w != nullptr) ++w->completing;
+  if (watchdog_ != nullptr) watchdog_->Finished(b);
+  GrantList granted;
+  if (!failure && b->profile == nullptr && b->kind != OprKind::kDeleteVar) [[likely]] {
+    // The common completion: no failure to record, nothing profiled.
+    for (VarSlot& s : b->slots()) {
+      if (s.write()) {
+        s.var->CompleteWrite(kNoFailure, &granted);
+      } else {
+        s.var->CompleteRead(&granted);
+      }
+    }
+    HandOutGrants(granted, nullptr);
+  } else {
+    CompleteVarsGeneral(b, failure, &granted);
   }
   if (w != nullptr && --w->completing == 0) w->FlushBatch();
   // The function is finished: its backpressure unit goes back before its

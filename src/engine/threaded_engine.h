@@ -154,11 +154,13 @@ class ThreadedEngine : public Engine {
   void HandOutGrantsProfiled(const GrantList& granted, const std::vector<std::uint64_t>& vars,
                              ProfileRecord* releaser);
   // Enqueue's fast path for a function with one var; false: not taken.
+  bool TryPushSingle(OprBlock* b, const char* call);
   bool PushSingle(OprBlock* b, const char* call);
   void Execute(OprBlock* b, void* stream);
   // Finishes b: marks its written vars failed if `failure`, releases its
   // vars, dispatches what that made ready.
   void Complete(OprBlock* b, const FailurePtr& failure);
+  void CompleteVarsGeneral(OprBlock* b, const FailurePtr& failure, GrantList* grants);
   // Starts fetching what b's completion will touch (see the definition).
   static void PrefetchSlots(const OprBlock& b);
   void ReleaseExecution(OprBlock* b);
