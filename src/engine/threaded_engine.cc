@@ -781,7 +781,7 @@ void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx
           VarSlot(reinterpret_cast<Var*>(keys[k] & ~std::uintptr_t{1}), b, (keys[k] & 1u) != 0);
     }
   }
-  if (n != 1 || kind == OprKind::kDeleteVar || !TryPushSingle(b, call)) {
+  if (n != 1 || kind == OprKind::kDeleteVar || !TryEnqueueOneVar(b, call)) {
     Enqueue(b, call, kind == OprKind::kDeleteVar, false);
   }
   reservation.Commit();
@@ -821,7 +821,7 @@ void ThreadedEngine::Push(OprHandle op, Context exec_ctx, int priority, bool pro
     std::span<VarSlot> slots = b->slots();
     for (std::uint32_t i = 0; i < n; ++i) slots[i] = VarSlot(op->var(i), b, op->var_written(i));
     // Both throw only before b is queued.
-    if (n != 1 || profiling || !TryPushSingle(b, call)) Enqueue(b, call, false, profiling);
+    if (n != 1 || profiling || !TryEnqueueOneVar(b, call)) Enqueue(b, call, false, profiling);
     reservation.Commit();
   } catch (...) {
     FinishPushes(op, 1);
@@ -859,6 +859,13 @@ void ThreadedEngine::Enqueue(OprBlock* b, const char* call, bool mark_deleted,
   // queues under the grant side's lock, which a several-var push does not
   // take. When profiling is off this is one more test of b->profile.
   if (slots.size() == 1 && !mark_deleted && b->profile == nullptr && PushSingle(b, call)) return;
+  EnqueueGeneral(b, call, mark_deleted);
+}
+
+// Enqueue after its checks, for any number of vars.
+void ThreadedEngine::EnqueueGeneral(OprBlock* b, const char* call,
+                                    bool mark_deleted) NO_THREAD_SAFETY_ANALYSIS {
+  const std::span<VarSlot> slots = b->slots();
   // Lock every var's push side in address order (slots are sorted):
   // concurrent pushes then queue on all their shared vars in the same
   // relative order, which is what makes pushing from several threads
@@ -946,12 +953,11 @@ int ThreadedEngine::HandOutGrantsTo(const GrantList& granted, const OprBlock* se
   return self_grants;
 }
 
-// Enqueue's common case without its general path: a one-var push that is
-// not profiled goes straight to PushSingle. Returns false, having done
-// nothing, when that does not apply; then Enqueue takes the push (and a
-// handle that fails the check below gets Enqueue's message naming it).
-// Inline: it saves a call and Enqueue's loops over the slots.
-inline bool ThreadedEngine::TryPushSingle(OprBlock* b, const char* call) {
+// Enqueue for the common push, one var and not profiled, without its loops
+// over the slots. Returns false, having done nothing, when that does not
+// apply; then Enqueue takes the push (and a handle that fails the check
+// below gets Enqueue's message naming it). Inline: it saves a call too.
+inline bool ThreadedEngine::TryEnqueueOneVar(OprBlock* b, const char* call) {
   VarSlot& slot = b->slots()[0];
   if (!IsOwnLiveHandle(slot.var) ||
       (kProfilerBuilt && profile_all_.load(std::memory_order_relaxed))) {
@@ -959,7 +965,10 @@ inline bool ThreadedEngine::TryPushSingle(OprBlock* b, const char* call) {
   }
   if (!slot.write()) Var::ReserveGroups(1);  // a read queued under the lock may start a group
   b->profile = nullptr;
-  return PushSingle(b, call);
+  // Not Enqueue when PushSingle declines: it would try the var's lock again,
+  // a second locked exchange on a line the worker may be using.
+  if (!PushSingle(b, call)) EnqueueGeneral(b, call, false);
+  return true;
 }
 
 // The common push, one var, with the var's grant-side lock free: one lock

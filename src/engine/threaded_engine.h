@@ -154,7 +154,8 @@ class ThreadedEngine : public Engine {
   void HandOutGrantsProfiled(const GrantList& granted, const std::vector<std::uint64_t>& vars,
                              ProfileRecord* releaser);
   // Enqueue's fast path for a function with one var; false: not taken.
-  bool TryPushSingle(OprBlock* b, const char* call);
+  void EnqueueGeneral(OprBlock* b, const char* call, bool mark_deleted);
+  bool TryEnqueueOneVar(OprBlock* b, const char* call);
   bool PushSingle(OprBlock* b, const char* call);
   void Execute(OprBlock* b, void* stream);
   // Finishes b: marks its written vars failed if `failure`, releases its
