@@ -66,8 +66,9 @@ def count(binary, case, n_scale, workdir):
             m = re.match(r"(?:summary|totals):\s+(\d+)", line)
             if m:
                 total = int(m.group(1))
-    if total is None:
-        sys.exit(f"instructions_per_op: no total in {out}")
+    if not total:
+        sys.exit(f"instructions_per_op: no instructions counted inside TimePushes ({out}): "
+                 "was it inlined into its caller?")
     return rows[0]["title"], total / ops
 
 
@@ -78,7 +79,7 @@ def main():
     parser.add_argument("binaries", nargs="+")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
-        sys.exit("instructions_per_op: valgrind is not installed (apt-get install valgrind)")
+        sys.exit("instructions_per_op: valgrind is not installed (tools/setup.sh installs it)")
     cases = args.only.split(",")
     table = {}
     titles = {}
