@@ -4,8 +4,11 @@
 //
 // Shared data touched by engine functions is plain (non-atomic) on purpose:
 // under ThreadSanitizer any missing ordering is a reported race.
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "engine_fixture.h"
@@ -14,6 +17,7 @@ namespace depengine::test {
 namespace {
 
 using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
 
 class OrderingTest : public EngineTest {};
 
@@ -196,6 +200,56 @@ TEST_P(OrderingTest, FunctionWaitsForEachOfItsVarsAndSuccessorsWaitForIt) {
   hold_a.Release();
   engine().WaitForAll();
   EXPECT_THAT(order, ElementsAreArray({'f', 'g'}));
+}
+
+// A function with a long var list waits for each of its vars, whatever the
+// order of the list: the push sorts it, and an ascending, a descending, a
+// shuffled list and a nearly ascending one whose lowest keys come last
+// (few descents, long moves) each take their own way through the sort. For
+// each order, one var's writer is held while every other var is free, and
+// the function must wait for that writer; the list also names a var twice
+// (merged), and naming one of its vars as written too is refused.
+TEST_P(OrderingTest, LongVarListInAnyOrderWaitsForEachVar) {
+  DrainGuard drain(engine());
+  std::mt19937 rng(7);
+  for (std::size_t count : {40u, 200u}) {
+    std::vector<VarHandle> by_address(count);
+    for (VarHandle& v : by_address) v = engine().NewVariable();
+    std::sort(by_address.begin(), by_address.end(), std::less<>());
+    std::vector<std::vector<VarHandle>> orders;
+    orders.push_back(by_address);
+    orders.emplace_back(by_address.rbegin(), by_address.rend());
+    orders.push_back(by_address);
+    std::shuffle(orders.back().begin(), orders.back().end(), rng);
+    orders.push_back(by_address);
+    std::rotate(orders.back().begin(), orders.back().begin() + count / 8, orders.back().end());
+    for (std::size_t o = 0; o < orders.size(); ++o) {
+      std::vector<VarHandle> list = orders[o];
+      list.push_back(list[count / 3]);
+      EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
+                    engine().PushSync([](RunContext) {}, Context::CPU(), list, {list[count / 2]});
+                  }),
+                  HasSubstr("both const_vars and mutable_vars"))
+          << count << " vars, order " << o;
+      for (std::size_t held : {std::size_t{0}, count / 2, count - 1}) {
+        CallbackOnComplete finish = PushAsyncAndHoldItsCallback(engine(), by_address[held]);
+        std::atomic<bool> ran{false};
+        engine().PushSync([&](RunContext) { ran = true; }, Context::CPU(), list, {});
+        // Time for a function that did not wait to run: the naive engine
+        // runs it inside PushSync, a threaded one takes it from its queue
+        // before this later, unrelated one.
+        VarHandle unrelated = engine().NewVariable();
+        engine().PushSync([](RunContext) {}, Context::CPU(), {}, {unrelated});
+        engine().WaitForVar(unrelated);
+        EXPECT_FALSE(ran.load()) << count << " vars, order " << o << ": ran before var " << held;
+        finish();
+        engine().WaitForAll();
+        EXPECT_TRUE(ran.load()) << count << " vars, order " << o;
+        engine().DeleteVariable([](RunContext) {}, Context::CPU(), unrelated);
+      }
+    }
+    for (VarHandle v : by_address) engine().DeleteVariable([](RunContext) {}, Context::CPU(), v);
+  }
 }
 
 TEST_P(OrderingTest, InterleavedReadersAndWritersOnSeveralVarsFollowPushOrder) {

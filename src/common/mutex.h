@@ -51,15 +51,11 @@ class SCOPED_CAPABILITY MutexLock {
 // guards are ordered like those of a mutex.
 class CAPABILITY("mutex") SpinLock {
  public:
+  // The free case inline (one exchange), the wait out of line: GCC kept the
+  // whole loop out of line, a call per lock on the push path.
   void lock() ACQUIRE() {
-    for (int spins = 0; locked_.exchange(true, std::memory_order_acquire);) {
-      while (locked_.load(std::memory_order_relaxed)) {
-        if (++spins < 64) {
-          Pause();
-        } else {
-          std::this_thread::yield();
-        }
-      }
+    if (locked_.exchange(true, std::memory_order_acquire)) [[unlikely]] {
+      LockContended();
     }
   }
   // Takes the lock only if it is free now. No test before the exchange: on
@@ -67,6 +63,19 @@ class CAPABILITY("mutex") SpinLock {
   // transfers where the exchange alone costs one. acquire on success.
   bool try_lock() TRY_ACQUIRE(true) { return !locked_.exchange(true, std::memory_order_acquire); }
   void unlock() RELEASE() { locked_.store(false, std::memory_order_release); }
+
+  [[gnu::noinline]] void LockContended() {
+    for (int spins = 0;;) {
+      while (locked_.load(std::memory_order_relaxed)) {
+        if (++spins < 64) {
+          Pause();
+        } else {
+          std::this_thread::yield();
+        }
+      }
+      if (!locked_.exchange(true, std::memory_order_acquire)) return;
+    }
+  }
 
   static void Pause() {
 #if defined(__x86_64__) || defined(__i386__)
