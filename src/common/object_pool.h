@@ -84,10 +84,8 @@ class ObjectPool {
   // allocate while it holds locks that an exception would leave held.
   static void Reserve(std::size_t n) {
     LocalCache& c = Local();
-    while (c.size + c.overflow_count < n) {
-      T* batch[kBatch];
-      const int got = G().TakeBatch(batch);  // may throw; nothing changed yet
-      c.AddBelow(batch, static_cast<std::size_t>(got));
+    if (c.size + c.overflow_count < n) [[unlikely]] {
+      ReserveMore(c, n);
     }
   }
 
@@ -99,6 +97,15 @@ class ObjectPool {
 
  private:
   static constexpr std::size_t kPrefetchAhead = 8;
+
+  struct LocalCache;
+  [[gnu::noinline]] static void ReserveMore(LocalCache& c, std::size_t n) {
+    while (c.size + c.overflow_count < n) {
+      T* batch[kBatch];
+      const int got = G().TakeBatch(batch);  // may throw; nothing changed yet
+      c.AddBelow(batch, static_cast<std::size_t>(got));
+    }
+  }
 
   static void Prefetch(const T* obj) {
     for (std::size_t off = 0; off < kStride; off += 64) {

@@ -912,10 +912,11 @@ void ThreadedEngine::EnqueueGeneral(OprBlock* b, const char* call,
   std::vector<Var*> settle_more;
   // Allocated before the locks: nothing may throw while they are held.
   if (slots.size() > 8) settle_more.reserve(slots.size() - 8);
-  for (VarSlot& s : slots) s.var->push_lock.lock();
-  for (VarSlot& s : slots) {
-    if (s.var->deleted.load(std::memory_order_relaxed)) {
-      for (VarSlot& t : slots) t.var->push_lock.unlock();
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    Var* v = slots[i].var;
+    v->push_lock.lock();
+    if (v->deleted.load(std::memory_order_relaxed)) [[unlikely]] {
+      for (std::size_t k = 0; k <= i; ++k) slots[k].var->push_lock.unlock();
       RecycleBlock(b);
       throw std::invalid_argument(Named(
           call, mark_deleted ? "DeleteVariable called twice on the same var" : "var was deleted"));
