@@ -176,7 +176,6 @@ std::string Named(const char* call, const std::string& what) {
 // var, a read before a write of the same var; merges duplicates within a
 // list and returns how many keys remain. A var in both lists is an error
 // (a null handle in both is left to the null check that follows).
-
 std::uint32_t SortAndMergeVarKeys(std::uintptr_t* keys, std::uint32_t n, const char* call) {
   constexpr std::uintptr_t kVarBits = ~std::uintptr_t{1};
   if (n == 2) {

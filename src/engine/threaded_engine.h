@@ -50,13 +50,13 @@ class ThreadedEngine : public Engine {
   void PushSyncImpl(SyncFn exec_fn, Context exec_ctx, const std::vector<VarHandle>& const_vars,
                     const std::vector<VarHandle>& mutable_vars, FnProperty prop, int priority,
                     const char* opr_name) override;
-  // Logged like the failure of a function that writes no var.
   // PushSyncImpl's work, taking the function from `*exec_fn`: EngineHandle
   // forwards its own parameter here, so the closure moves once, into the
   // block, instead of once more per layer.
   void PushSyncFrom(SyncFn* exec_fn, Context exec_ctx, const std::vector<VarHandle>& const_vars,
                     const std::vector<VarHandle>& mutable_vars, FnProperty prop, int priority,
                     const char* opr_name);
+  // Logged like the failure of a function that writes no var.
   void RecordCallbackError(std::exception_ptr error) override { RecordFailure(std::move(error)); }
   // An engine-made callback's entry (see CallbackOnComplete): checks the
   // ticket, then finishes the block through FinishCallback.
@@ -139,11 +139,8 @@ class ThreadedEngine : public Engine {
   void Enqueue(OprBlock* b, const char* call, bool mark_deleted, bool profiling);
   // Takes one grant for each block in `granted` and dispatches those that
   // became ready, except `self` (a block whose push is still under way):
-  // returns how many of the grants were self's.
-  // Hands each granted block its grant and dispatches those it makes ready;
-  // returns how many grants went to `self` (the caller's own block). Most
-  // pushes and completions grant nothing else: that case costs a test, not
-  // a call.
+  // returns how many of the grants were self's. Most pushes and completions
+  // grant nothing: that case costs a test, not a call.
   int HandOutGrants(const GrantList& granted, const OprBlock* self) {
     return granted.size == 0 ? 0 : HandOutGrantsTo(granted, self);
   }
@@ -153,14 +150,19 @@ class ThreadedEngine : public Engine {
   // (`vars[i]`: the var of granted.data[i]).
   void HandOutGrantsProfiled(const GrantList& granted, const std::vector<std::uint64_t>& vars,
                              ProfileRecord* releaser);
-  // Enqueue's fast path for a function with one var; false: not taken.
+  // Enqueue after its checks: locks every var's push side, appends, settles.
   void EnqueueGeneral(OprBlock* b, const char* call, bool mark_deleted);
+  // Enqueue for a one-var push that is not profiled, without its loops;
+  // false: not taken, nothing done.
   bool TryEnqueueOneVar(OprBlock* b, const char* call);
+  // Enqueue's fast path for a function with one var; false: not taken.
   bool PushSingle(OprBlock* b, const char* call);
   void Execute(OprBlock* b, void* stream);
   // Finishes b: marks its written vars failed if `failure`, releases its
   // vars, dispatches what that made ready.
   void Complete(OprBlock* b, const FailurePtr& failure);
+  // Complete's release of the vars of a block that failed, is profiled or
+  // deletes its var (the common case is a loop inside Complete).
   void CompleteVarsGeneral(OprBlock* b, const FailurePtr& failure, GrantList* grants);
   // Starts fetching what b's completion will touch (see the definition).
   static void PrefetchSlots(const OprBlock& b);
