@@ -138,7 +138,9 @@ void Check(int rc, const char* what) {
 // Registered handles for an array of 64-bit vars, unregistered on scope exit.
 class VarHandles {
  public:
-  explicit VarHandles(std::vector<std::uint64_t>& values) : handles_(values.size()) {
+  // Any vector of 64-bit values (a CounterArray, or a plain std::vector).
+  template <class Values>
+  explicit VarHandles(Values& values) : handles_(values.size()) {
     for (std::size_t i = 0; i < values.size(); ++i) {
       starpu_variable_data_register(&handles_[i], STARPU_MAIN_RAM, reinterpret_cast<uintptr_t>(&values[i]),
                                     sizeof(std::uint64_t));
@@ -159,7 +161,7 @@ class RoundRobinStarpu : public Runner {
   RoundRobinStarpu(Codelets& c, const char* name, std::size_t vars, std::size_t ops)
       : c_(c), name_(name), vars_(vars), ops_(ops) {}
   RunResult Run() override {
-    std::vector<std::uint64_t> count(vars_, 0);
+    CounterArray count(vars_, 0);
     double seconds = 0;
     {
       VarHandles h(count);
@@ -254,7 +256,7 @@ class PendingStarpu : public Runner {
  public:
   PendingStarpu(Codelets& c, const PendingMemoryParams& p) : c_(c), p_(p) {}
   RunResult Run() override {
-    std::vector<std::uint64_t> counter(1, 0);
+    CounterArray counter(1, 0);
     HoldState hold;
     std::size_t before = 0;
     std::size_t after = 0;

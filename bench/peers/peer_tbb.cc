@@ -51,7 +51,7 @@ class RoundRobinTbb : public Runner {
  public:
   RoundRobinTbb(const char* name, std::size_t vars, std::size_t ops) : name_(name), vars_(vars), ops_(ops) {}
   RunResult Run() override {
-    std::vector<std::uint64_t> count(vars_, 0);
+    CounterArray count(vars_, 0);
     std::uint64_t* c = count.data();
     double seconds = 0;
     {

@@ -101,8 +101,7 @@ std::string CheckCounter(const char* workload, std::uint64_t counter, std::uint6
          std::to_string(expected);
 }
 
-std::string CheckRoundRobin(const char* workload, const std::vector<std::uint64_t>& count,
-                            std::size_t ops) {
+std::string CheckRoundRobin(const char* workload, const CounterArray& count, std::size_t ops) {
   const std::size_t k = count.size();
   for (std::size_t v = 0; v < k; ++v) {
     const std::uint64_t expected = ops / k + (v < ops % k ? 1 : 0);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/counter_array.h"
 #include "peer_server.h"
 #include "workloads/workload_spec.h"
 
@@ -43,8 +44,7 @@ void AddDagFigures(RunResult& r, const PreparedDag& dag, int threads);
 std::string CheckCounter(const char* workload, std::uint64_t counter, std::uint64_t expected);
 // W2 and W5: count[k] must be the number of ops that mutate var k when
 // `ops` ops go round robin over count.size() vars.
-std::string CheckRoundRobin(const char* workload, const std::vector<std::uint64_t>& count,
-                            std::size_t ops);
+std::string CheckRoundRobin(const char* workload, const CounterArray& count, std::size_t ops);
 std::string CheckFan(std::uint64_t x, const std::vector<std::uint64_t>& ys, const FanValues& expected);
 std::string CheckDag(const std::vector<std::uint64_t>& values, const std::vector<std::uint64_t>& expected);
 

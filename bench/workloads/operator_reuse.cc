@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "common/counter_array.h"
 #include "workloads/internal/harness.h"
 #include "workloads/workloads.h"
 
@@ -14,7 +15,7 @@ WorkloadResult RunOperatorReuse(Engine& engine, const OperatorReuseParams& param
     internal::Fail(r, "W5: needs at least one operator");
     return r;
   }
-  std::vector<std::uint64_t> counts(params.operators, 0);
+  CounterArray counts(params.operators, 0);
   std::vector<VarHandle> vars(params.operators);
   std::vector<OprHandle> oprs(params.operators);
   for (std::size_t k = 0; k < params.operators; ++k) {

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "common/counter_array.h"
 #include "workloads/internal/harness.h"
 #include "workloads/workloads.h"
 
@@ -15,7 +16,7 @@ WorkloadResult RunParallel(Engine& engine, const ParallelParams& params) {
     internal::Fail(r, "W2: ops must be a positive multiple of vars");
     return r;
   }
-  std::vector<std::uint64_t> counts(params.vars, 0);
+  CounterArray counts(params.vars, 0);
   std::vector<VarHandle> vars(params.vars);
   for (VarHandle& v : vars) v = engine.NewVariable();
 
