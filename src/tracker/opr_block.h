@@ -294,7 +294,19 @@ struct alignas(128) OprBlock {
   std::span<const VarSlot> slots() const { return {slot_data_, slot_size_}; }
 
   // Takes one grant; returns true when the block became ready.
-  bool Grant() { return wait.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+  //
+  // A count of 1 seen here is this grant's own: every other grant and the
+  // pusher's hold were taken already (each once; the count never rises once
+  // the block is published), so nobody else updates it again, and the
+  // read-modify-write, a locked instruction that waits for every earlier
+  // store of this thread, is skipped: the common case of a chain, whose
+  // every block waits on its one var. acquire, as the fetch_sub's: pairs
+  // with the release of the update that left the 1 (or, in PushSingle, with
+  // the var lock that published the store of it).
+  bool Grant() {
+    if (wait.load(std::memory_order_acquire) == 1) return true;
+    return wait.fetch_sub(1, std::memory_order_acq_rel) == 1;
+  }
 };
 
 static_assert(sizeof(OprBlock) == 128 && alignof(OprBlock) == 128,
