@@ -26,7 +26,9 @@ which the naive engine's count mixes with the pusher's. Callgrind runs one
 thread at a time, so whether the pusher ran ahead can differ from a real run,
 and from one count to the next: three runs of one binary agreed within 1% on
 W1, W4 and W5, within 6% on W2 (whether a var's next function is already
-queued when its last one completes changes the path).
+queued when its last one completes changes the path). A function run inline
+inside another's Execute (kAsync) would turn the collection off while it
+runs (callgrind toggles on each entry); W1-W5 push none.
 
 Usage:
   tools/instructions_per_op.py [--side=path|worker] [--only=W1,W2,...]
