@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "common/object_pool.h"
+#include "common/one_shot_event.h"
 #include "common/prefetch.h"
+#include "common/spin_wait.h"
 #include "engine/engine_handle.h"
 #include "engine/internal_hooks.h"
 #include "gpu/device.h"
@@ -1447,6 +1449,10 @@ void ThreadedEngine::SubtractPending(int slot, std::int64_t n) {
 }
 
 void ThreadedEngine::WaitPendingZero(int slot) {
+  // The functions of a short burst often finish within the spin; a waiter
+  // that spins is not counted in idle_waiters_, so their completer skips
+  // the notify as well.
+  if (SpinUntil([&] { return pending_[slot].load(std::memory_order_seq_cst) == 0; })) return;
   idle_waiters_.fetch_add(1, std::memory_order_seq_cst);
   {
     MutexLock lock(idle_mu_);
@@ -1549,24 +1555,18 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
     failure = DeliverFailure(var);
   } else {
     struct Waiter {
-      std::mutex mu;
-      std::condition_variable cv;
-      bool done = false;   // guarded by mu
-      FailurePtr failure;  // written before done, read after
+      OneShotEvent done;
+      FailurePtr failure;  // written before done is set, read after
     } waiter;
     SyncFn wake = [this, var, &waiter](RunContext) {
-      FailurePtr f = DeliverFailure(var);
-      std::lock_guard<std::mutex> lock(waiter.mu);
-      waiter.failure = std::move(f);
-      waiter.done = true;
-      waiter.cv.notify_one();  // under the lock: the waiter cannot vanish first
+      waiter.failure = DeliverFailure(var);
+      waiter.done.Set();
     };
     // A write: it waits for earlier readers too, and readers pushed after it
     // see the failure already cleared.
     PushOneShot(&wake, nullptr, Context::CPU(), {}, {var}, FnProperty::kAsync, 0, "WaitForVar",
                 OprKind::kWaitVar, "WaitForVar");
-    std::unique_lock<std::mutex> lock(waiter.mu);
-    waiter.cv.wait(lock, [&] { return waiter.done; });
+    waiter.done.Wait();
     failure = std::move(waiter.failure);
   }
   if (failure) std::rethrow_exception(failure->error);
