@@ -1555,17 +1555,26 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
     failure = DeliverFailure(var);
   } else {
     struct Waiter {
+      ThreadedEngine* engine;
+      Var* var;
       OneShotEvent done;
       FailurePtr failure;  // written before done is set, read after
-    } waiter;
-    SyncFn wake = [this, var, &waiter](RunContext) {
-      waiter.failure = DeliverFailure(var);
-      waiter.done.Set();
+    } waiter{this, var, {}, nullptr};
+    // One pointer captured: the closure fits in std::function's own storage.
+    SyncFn wake = [w = &waiter](RunContext) {
+      w->failure = w->engine->DeliverFailure(w->var);
+      w->done.Set();
     };
     // A write: it waits for earlier readers too, and readers pushed after it
-    // see the failure already cleared.
-    PushOneShot(&wake, nullptr, Context::CPU(), {}, {var}, FnProperty::kAsync, 0, "WaitForVar",
-                OprKind::kWaitVar, "WaitForVar");
+    // see the failure already cleared. The var list is this thread's, kept
+    // between calls, so that a wait allocates nothing. PushOneShot reads it
+    // before it runs or dispatches anything, so a WaitForVar (on another
+    // engine) nested in a function this push runs inline may reuse it.
+    static thread_local std::vector<VarHandle> waited(1);
+    waited[0] = var;
+    static const std::vector<VarHandle> kNoVars;
+    PushOneShot(&wake, nullptr, Context::CPU(), kNoVars, waited, FnProperty::kAsync, 0,
+                "WaitForVar", OprKind::kWaitVar, "WaitForVar");
     waiter.done.Wait();
     failure = std::move(waiter.failure);
   }
