@@ -745,12 +745,11 @@ void ThreadedEngine::PushSyncFrom(SyncFn* exec_fn, Context exec_ctx,
 // instead of being taken one by one at each lock. A multi-var push locks
 // the push side (see Enqueue); a one-var push, the grant side too, and
 // PushOneShot fetches its two lines itself.
-void ThreadedEngine::PrefetchVars(const std::vector<VarHandle>& const_vars,
-                                  const std::vector<VarHandle>& mutable_vars) {
+void ThreadedEngine::PrefetchVars(VarList const_vars, VarList mutable_vars) {
   constexpr std::size_t kMaxPrefetched = 8;
   std::size_t done = 0;
-  for (const std::vector<VarHandle>* list : {&const_vars, &mutable_vars}) {
-    for (const Var* v : *list) {
+  for (const VarList list : {const_vars, mutable_vars}) {
+    for (const Var* v : list) {
       if (done++ == kMaxPrefetched) return;
       PrefetchForWrite(v);
     }
@@ -758,8 +757,7 @@ void ThreadedEngine::PrefetchVars(const std::vector<VarHandle>& const_vars,
 }
 
 void ThreadedEngine::PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx,
-                                 const std::vector<VarHandle>& const_vars,
-                                 const std::vector<VarHandle>& mutable_vars, FnProperty prop,
+                                 VarList const_vars, VarList mutable_vars, FnProperty prop,
                                  int priority, const char* name, OprKind kind, const char* call) {
   if (ctx.dev_type != DeviceType::kCPU || ctx.dev_id != 0 || prop == FnProperty::kCPUPrioritized) {
     CheckContext(ctx, call);
@@ -871,8 +869,8 @@ void ThreadedEngine::Push(OprHandle op, Context exec_ctx, int priority, bool pro
 void ThreadedEngine::DeleteVariable(SyncFn delete_fn, Context exec_ctx, VarHandle var) {
   if (!delete_fn) delete_fn = [](RunContext) {};
   // Deletions go ahead of all normal work so memory comes back promptly.
-  PushOneShot(&delete_fn, nullptr, exec_ctx, {}, {var}, FnProperty::kNormal, kMaxPriority + 1,
-              "DeleteVariable", OprKind::kDeleteVar, "DeleteVariable");
+  PushOneShot(&delete_fn, nullptr, exec_ctx, {}, VarList(&var, 1), FnProperty::kNormal,
+              kMaxPriority + 1, "DeleteVariable", OprKind::kDeleteVar, "DeleteVariable");
 }
 
 // Locks a run-time set of vars, which the static analysis cannot follow.
@@ -1566,14 +1564,8 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
       w->done.Set();
     };
     // A write: it waits for earlier readers too, and readers pushed after it
-    // see the failure already cleared. The var list is this thread's, kept
-    // between calls, so that a wait allocates nothing. PushOneShot reads it
-    // before it runs or dispatches anything, so a WaitForVar (on another
-    // engine) nested in a function this push runs inline may reuse it.
-    static thread_local std::vector<VarHandle> waited(1);
-    waited[0] = var;
-    static const std::vector<VarHandle> kNoVars;
-    PushOneShot(&wake, nullptr, Context::CPU(), kNoVars, waited, FnProperty::kAsync, 0,
+    // see the failure already cleared.
+    PushOneShot(&wake, nullptr, Context::CPU(), {}, VarList(&var, 1), FnProperty::kAsync, 0,
                 "WaitForVar", OprKind::kWaitVar, "WaitForVar");
     waiter.done.Wait();
     failure = std::move(waiter.failure);

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -124,14 +125,15 @@ class ThreadedEngine : public Engine {
   struct WorkerTls;
   struct InlineFrame;
 
+  // A list of vars as a push takes it: the API's vectors, or the engine's
+  // own one-var pushes (WaitForVar, DeleteVariable) without building one.
+  using VarList = std::span<Var* const>;
   // Starts fetching the cache lines a push of these vars will lock.
-  static void PrefetchVars(const std::vector<VarHandle>& const_vars,
-                           const std::vector<VarHandle>& mutable_vars);
+  static void PrefetchVars(VarList const_vars, VarList mutable_vars);
   // Exactly one of sync_fn / async_fn is non-null; it is moved from.
-  void PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx,
-                   const std::vector<VarHandle>& const_vars,
-                   const std::vector<VarHandle>& mutable_vars, FnProperty prop, int priority,
-                   const char* name, OprKind kind, const char* call);
+  void PushOneShot(SyncFn* sync_fn, AsyncFn* async_fn, Context ctx, VarList const_vars,
+                   VarList mutable_vars, FnProperty prop, int priority, const char* name,
+                   OprKind kind, const char* call);
   // Checks the handles of b's slots, locks their vars in address order,
   // queues every slot and dispatches b if all were granted. On an error
   // nothing is queued, b is recycled and the error is thrown. `profiling`:
