@@ -1,6 +1,8 @@
 // Semantics point 4: WaitForVar(v) returns once every function pushed
 // before it that uses v has finished; WaitForAll once every function pushed
 // before it has. Both make what those functions wrote visible to the caller.
+#include <time.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -251,6 +253,54 @@ TEST_P(WaitTest, WaitForVarOnABusyVarAllocatesNothing) {
   // is not.
   EXPECT_LT(allocations, kRounds / 20) << allocations << " allocations in " << kRounds
                                        << " rounds of PushSync + WaitForVar";
+}
+
+// A long wait blocks after a bounded spin (kWaitSpin, 20 us), so it costs
+// its thread little CPU. WaitForAll must come to block (counted among the
+// engine's blocked waiters; an unbounded spin never does, and fails this
+// whatever the machine's load). WaitForVar's event is checked the same way
+// in spin_wait_test. Both must also use far less CPU than the 200 ms they
+// wait here (a spin that yields uses little CPU on a busy machine, so that
+// alone would not catch an unbounded spin).
+TEST_P(WaitTest, ALongWaitBlocksAfterABoundedSpin) {
+  constexpr auto kHeldFor = std::chrono::milliseconds(200);
+  constexpr double kMaxCpuSeconds = 0.05;
+  internal::ThreadedEngine* internals = internal::CoreOf(&engine());
+  ASSERT_NE(internals, nullptr);
+  auto thread_cpu_seconds = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+  };
+  VarHandle v = engine().NewVariable();
+  for (const bool wait_for_all : {false, true}) {
+    Hold hold(engine(), {}, {v});
+    ASSERT_TRUE(hold.WaitStarted());
+    double cpu_seconds = -1;  // written by the waiter, read after join
+    std::thread waiter([&] {
+      const double start = thread_cpu_seconds();
+      if (wait_for_all) {
+        engine().WaitForAll();
+      } else {
+        engine().WaitForVar(v);
+      }
+      cpu_seconds = thread_cpu_seconds() - start;
+    });
+    if (wait_for_all) {
+      const auto deadline = std::chrono::steady_clock::now() + support::kWaitTimeout;
+      while (internals->BlockedWaitForAllsForTesting() == 0 &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      EXPECT_EQ(internals->BlockedWaitForAllsForTesting(), 1) << "WaitForAll never blocked";
+    }
+    std::this_thread::sleep_for(kHeldFor);
+    hold.Release();
+    waiter.join();
+    EXPECT_LT(cpu_seconds, kMaxCpuSeconds)
+        << (wait_for_all ? "WaitForAll" : "WaitForVar") << " used " << cpu_seconds
+        << " s of CPU in a wait of about " << kHeldFor.count() << " ms";
+  }
 }
 
 DEPENGINE_INSTANTIATE_ALL_ENGINES(WaitTest);

@@ -114,6 +114,10 @@ class ThreadedEngine : public Engine {
     return generation_.load(std::memory_order_seq_cst);
   }
 
+  // For tests: WaitForAll calls (and Drain rounds) blocked now, their spin
+  // over (see WaitPendingZero).
+  int BlockedWaitForAllsForTesting() const { return idle_waiters_.load(std::memory_order_seq_cst); }
+
   void SetProfileAll(bool on) { profile_all_.store(on, std::memory_order_relaxed); }
   bool ProfileAll() const { return profile_all_.load(std::memory_order_relaxed); }
 
