@@ -253,6 +253,37 @@ std::uint32_t SortAndMergeVarKeys(std::uintptr_t* keys, std::uint32_t n, const c
   return out;
 }
 
+// A WaitForVar or WaitForAll of the calling thread, recorded in the
+// profiler's trace when it ends (returning or throwing) while the whole
+// engine is profiled (docs/profiler.md). Inert when `profiler` is null.
+class WaitSpan {
+ public:
+  WaitSpan(Profiler* profiler, const char* name, const Var* var)
+      : profiler_(profiler),
+        name_(name),
+        var_(var != nullptr ? var->profile_id : 0),
+        has_var_(var != nullptr),
+        start_ns_(profiler != nullptr ? NowNs() : 0) {}
+  ~WaitSpan() {
+    if (profiler_ == nullptr) return;
+    try {
+      profiler_->RecordWait(name_, has_var_ ? &var_ : nullptr, start_ns_);
+    } catch (...) {
+      // Out of memory for the record: the trace loses this wait, the wait
+      // (and an exception it may be throwing) goes on.
+    }
+  }
+  WaitSpan(const WaitSpan&) = delete;
+  WaitSpan& operator=(const WaitSpan&) = delete;
+
+ private:
+  Profiler* const profiler_;
+  const char* const name_;
+  const std::uint64_t var_;
+  const bool has_var_;
+  const std::int64_t start_ns_;
+};
+
 }  // namespace
 
 // A worker thread's view of itself: which pool it serves, and the block it
@@ -1496,6 +1527,8 @@ void ThreadedEngine::WaitForAll() {
         "WaitForAll called while a callback is finishing a function of the same engine, for "
         "example from a destructor in the function's closure (it would deadlock)");
   }
+  const WaitSpan span(kProfilerBuilt && ProfileAll() ? profiler_.get() : nullptr, "WaitForAll",
+                      nullptr);
   {
     MutexLock lock(wait_all_mu_);
     const std::uint64_t g = generation_.fetch_add(1, std::memory_order_seq_cst);
@@ -1549,6 +1582,8 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
     }
     idle = var->IdleLocked();
   }
+  const WaitSpan span(kProfilerBuilt && ProfileAll() ? profiler_.get() : nullptr, "WaitForVar",
+                      var);
   if (idle) {
     failure = DeliverFailure(var);
   } else {

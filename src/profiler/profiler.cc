@@ -446,7 +446,20 @@ void Profiler::Finish(ProfileRecord* r) {
   }
 }
 
-std::vector<const ProfileRecord*> Profiler::Snapshot() {
+void Profiler::RecordWait(const char* name, const std::uint64_t* var, std::int64_t start_ns) {
+  auto* r = new ProfileRecord;
+  r->wait = true;
+  r->name = name;
+  if (var != nullptr) r->reads.push_back(*var);
+  // A seq of its own, so that Clear() drops it with the functions before it.
+  AssignSeq(r);
+  r->push_ns = r->ready_ns = r->start_ns = start_ns;
+  r->end_ns = NowNs();
+  r->row = ThisThreadSlot().row;
+  Finish(r);
+}
+
+std::vector<const ProfileRecord*> Profiler::Snapshot(bool waits) {
   std::vector<const ProfileRecord*> out;
   const std::uint64_t floor = clear_floor_.load(std::memory_order_acquire);
   std::lock_guard<std::mutex> lock(mu_);
@@ -454,7 +467,8 @@ std::vector<const ProfileRecord*> Profiler::Snapshot() {
     for (Chunk* c = b->head; c != nullptr; c = c->next.load(std::memory_order_acquire)) {
       const int n = c->count.load(std::memory_order_acquire);
       for (int i = 0; i < n; ++i) {
-        if (c->items[i]->seq >= floor) out.push_back(c->items[i]);
+        const ProfileRecord* r = c->items[i];
+        if (r->seq >= floor && r->wait == waits) out.push_back(r);
       }
     }
   }
@@ -472,7 +486,8 @@ std::size_t Profiler::Count() { return Snapshot().size(); }
 void Profiler::WriteTraceEvents(std::ostream& out, int pid, const std::string& process_name,
                                 bool first) {
   const auto records = Snapshot();
-  std::vector<std::string> rows;
+  const auto waits = Snapshot(/*waits=*/true);
+  std::vector<std::string> rows;  // after the records: every row they name
   {
     std::lock_guard<std::mutex> lock(mu_);
     rows = rows_;
@@ -514,6 +529,18 @@ void Profiler::WriteTraceEvents(std::ostream& out, int pid, const std::string& p
            JsonString("queue depth " + r->queue_name) + ",\"ts\":" + Us(r->start_ns - origin_ns_) +
            ",\"args\":{\"depth\":" + std::to_string(r->queue_depth_at_start) + "}}");
     }
+  }
+  // The waits of threads outside the engine, on their rows.
+  for (const ProfileRecord* r : waits) {
+    std::ostringstream ev;
+    ev.imbue(std::locale::classic());
+    ev << "{\"ph\":\"X\",\"pid\":" << p << ",\"tid\":" << r->row
+       << ",\"name\":" << JsonString(r->name) << ",\"cat\":\"wait\",\"ts\":"
+       << Us(r->start_ns - origin_ns_) << ",\"dur\":" << Us(r->end_ns - r->start_ns)
+       << ",\"args\":{";
+    if (!r->reads.empty()) ev << "\"var\":\"v" << r->reads[0] << "\"";
+    ev << "}}";
+    emit(ev.str());
   }
   // Flow arrows: from a function's end to the start of each function it
   // released. Flow ids are file-wide: each process numbers its own from

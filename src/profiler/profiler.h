@@ -57,6 +57,10 @@ struct ProfileRecord {
   // whose last dependency its completion released (the grant that took
   // their wait count to zero), not every block it granted a var to.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> released;
+  // Not a function: a WaitForVar or WaitForAll of a thread outside the
+  // engine, from its call (start_ns) to its return (end_ns), on that
+  // thread's row; `reads` holds WaitForVar's var. Only in the trace.
+  bool wait = false;
 };
 
 class Profiler {
@@ -84,6 +88,9 @@ class Profiler {
   static void MarkEnd(ProfileRecord* r);
   // Takes ownership of `r`, complete (MarkEnd, released) by now.
   void Finish(ProfileRecord* r);
+  // Records a wait of the calling thread that began at `start_ns` and ends
+  // now: `name` is "WaitForVar" (with `var`, a var id) or "WaitForAll".
+  void RecordWait(const char* name, const std::uint64_t* var, std::int64_t start_ns);
 
   // Names the calling thread's row in this profiler's trace: a worker of
   // the engine calls it with its pool's name ("cpu/normal/0"). Other threads,
@@ -120,8 +127,9 @@ class Profiler {
   // Writes the trace's events (metadata, functions, counters, flows) for
   // process `pid`; each but the file's first is preceded by ",\n".
   void WriteTraceEvents(std::ostream& out, int pid, const std::string& process_name, bool first);
-  // Finished records with seq >= clear_floor_, sorted by seq.
-  std::vector<const ProfileRecord*> Snapshot();
+  // Finished records with seq >= clear_floor_, sorted by seq: the
+  // functions, or (waits = true) the waits.
+  std::vector<const ProfileRecord*> Snapshot(bool waits = false);
 
   const std::uint64_t id_;  // tells thread caches apart from a dead profiler
   std::atomic<std::uint64_t> next_seq_{0};

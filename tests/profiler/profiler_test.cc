@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -44,6 +45,10 @@ json ReadJson(const std::string& path) {
   EXPECT_TRUE(in.good()) << path;
   return json::parse(in);
 }
+
+// A function's event in a trace (the trace also holds the waits of the
+// threads that called WaitForVar and WaitForAll, category "wait").
+bool IsFunctionEvent(const json& ev) { return ev["ph"] == "X" && ev["cat"] == "function"; }
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -140,6 +145,88 @@ TEST_P(ProfilerTest, TraceHasNamedRowsEventsFlowsAndCounters) {
   // every flow has both ends.
   EXPECT_EQ(flows_start, flows_end);
   EXPECT_GT(counters, 0);
+  std::remove(path.c_str());
+}
+
+// A program's waits are in the timeline: each WaitForVar and WaitForAll of
+// a profiled engine is an event of category "wait" on the waiting thread's
+// row, from the call to the return, WaitForVar's with its var. They are not
+// functions: the statistics, the graph and the function count leave them
+// out.
+TEST_P(ProfilerTest, WaitsAreInTheTraceOnTheWaitingThreadsRow) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  e->PushSync([](RunContext) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); },
+              Context::CPU(), {}, {v}, FnProperty::kNormal, 0, "slow");
+  e->WaitForVar(v);
+  e->WaitForAll();
+  SetProfiling(*e, false);
+  const std::string path = TempPath("waits.json");
+  DumpProfile(*e, path);
+  const json trace = ReadJson(path);
+  std::map<std::string, json> waits, functions;
+  std::map<int, std::string> row_names;
+  for (const json& ev : trace["traceEvents"]) {
+    if (ev["ph"] == "X" && ev["cat"] == "wait") waits[ev["name"]] = ev;
+    if (IsFunctionEvent(ev)) functions[ev["name"]] = ev;
+    if (ev["ph"] == "M" && ev["name"] == "thread_name") row_names[ev["tid"]] = ev["args"]["name"];
+  }
+  ASSERT_EQ(waits.size(), 2u) << trace.dump();
+  ASSERT_TRUE(waits.count("WaitForVar"));
+  ASSERT_TRUE(waits.count("WaitForAll"));
+  ASSERT_TRUE(functions.count("slow"));
+  const json& wait_var = waits["WaitForVar"];
+  const json& slow = functions["slow"];
+  EXPECT_EQ(wait_var["args"]["var"], slow["args"]["writes"][0]);
+  EXPECT_FALSE(waits["WaitForAll"]["args"].contains("var"));
+  // The wait returned after the function it waited for had finished.
+  auto end = [](const json& ev) { return ev["ts"].get<double>() + ev["dur"].get<double>(); };
+  EXPECT_GE(end(wait_var), end(slow));
+  EXPECT_GE(waits["WaitForAll"]["ts"].get<double>(), end(wait_var));
+  // On the waiting thread's row: named, and (threaded engines) not a
+  // worker's.
+  for (const auto& [name, ev] : waits) EXPECT_TRUE(row_names.count(ev["tid"])) << name;
+  EXPECT_EQ(waits["WaitForVar"]["tid"], waits["WaitForAll"]["tid"]);
+  if (GetParam() != EngineKind::kNaive) {
+    EXPECT_NE(wait_var["tid"], slow["tid"]);
+    EXPECT_THAT(row_names[wait_var["tid"]], ::testing::StartsWith("thread/"));
+  }
+  EXPECT_EQ(ProfiledFunctionCount(*e), 1u);
+  std::ostringstream table;
+  const std::string stats_path = TempPath("waits_stats.json");
+  DumpProfileStats(*e, table, stats_path);
+  const json stats = ReadJson(stats_path);
+  ASSERT_EQ(stats["functions"].size(), 1u);
+  EXPECT_EQ(stats["functions"][0]["name"], "slow");
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(path.c_str());
+  std::remove(stats_path.c_str());
+}
+
+// Waits are recorded only while the whole engine is profiled.
+TEST_P(ProfilerTest, WaitsAreNotRecordedWhileProfilingIsOff) {
+  auto e = MakeEngine();
+  VarHandle v = e->NewVariable();
+  OprHandle op = e->NewOperator([](RunContext, CallbackOnComplete done) { done(); }, {}, {v},
+                                FnProperty::kNormal, "flagged");
+  e->Push(op, Context::CPU(), 0, /*profiling=*/true);
+  e->WaitForVar(v);
+  e->WaitForAll();
+  const std::string path = TempPath("no_waits.json");
+  DumpProfile(*e, path);
+  const json trace = ReadJson(path);
+  int waits = 0, functions = 0;
+  for (const json& ev : trace["traceEvents"]) {
+    waits += ev["ph"] == "X" && ev["cat"] == "wait";
+    functions += IsFunctionEvent(ev);
+  }
+  EXPECT_EQ(waits, 0);
+  EXPECT_EQ(functions, 1);
+  e->DeleteOperator(op);
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
   std::remove(path.c_str());
 }
 
@@ -366,7 +453,7 @@ TEST_P(ProfilerTest, CallbackFromThreadLocalDestructorIsRecorded) {
   std::set<std::string> names;
   const json trace = ReadJson(path);
   for (const json& ev : trace["traceEvents"]) {
-    if (ev["ph"] == "X") names.insert(ev["name"].get<std::string>());
+    if (IsFunctionEvent(ev)) names.insert(ev["name"].get<std::string>());
   }
   EXPECT_EQ(names, (std::set<std::string>{"first", "second"}));
   e->DeleteVariable({}, Context::CPU(), v);
@@ -754,7 +841,7 @@ TEST_P(ProfilerTest, NamesThatAreNotUtf8StillGiveValidJson) {
     std::set<std::string> got;
     if (path == trace_path) {
       for (const json& ev : doc["traceEvents"]) {
-        if (ev["ph"] == "X") got.insert(ev["name"].get<std::string>());
+        if (IsFunctionEvent(ev)) got.insert(ev["name"].get<std::string>());
       }
     } else {
       for (const json& f : doc["functions"]) got.insert(f["name"].get<std::string>());
@@ -966,8 +1053,9 @@ TEST_P(ProfilerTest, TraceToSvgGivesWellFormedSvg) {
                               "d.getElementsByTagName('title'))))\" " +
                               svg + " " + names;
     ASSERT_EQ(std::system(parse.c_str()), 0) << parse;
+    // The trace's WaitForAll is drawn on the waiting thread's row too.
     EXPECT_EQ(ReadFile(names),
-              in == trace ? "<tag attr=\"q\">|a < b|ctl\uFFFD|new\nline|x && y" : "")
+              in == trace ? "<tag attr=\"q\">|WaitForAll|a < b|ctl\uFFFD|new\nline|x && y" : "")
         << in;
     std::remove(svg.c_str());
     std::remove(names.c_str());
@@ -1027,7 +1115,7 @@ TEST_P(ProfilerTest, OutputsIgnoreTheGlobalLocale) {
   ASSERT_NO_THROW(trace = json::parse(ReadFile(trace_path)));
   std::set<std::uint64_t> seqs;
   for (const json& ev : trace["traceEvents"]) {
-    if (ev["ph"] != "X") continue;
+    if (!IsFunctionEvent(ev)) continue;
     ASSERT_TRUE(ev["args"]["seq"].is_number_unsigned()) << ev.dump();
     seqs.insert(ev["args"]["seq"].get<std::uint64_t>());
   }
