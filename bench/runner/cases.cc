@@ -42,6 +42,11 @@ BenchCase RandomDagCase(const RandomDagParams& params) {
     r.critical_path = cp;
     return r;
   };
+  if (spin_us > 0) {
+    c.bodies_only = [dag, spin_us](int threads) {
+      return RunRandomDagBodiesOnly(*dag, spin_us, threads);
+    };
+  }
   return c;
 }
 

@@ -22,7 +22,13 @@ struct BenchCase {
   std::size_t critical_path = 0;  // W4 only
   std::size_t max_in_flight = 0;  // EngineOptions::max_in_flight of the engines it runs on
   std::function<WorkloadResult(Engine&)> run;
+  // W4 with T > 0: the bodies alone on this many threads, no engine
+  // (RunRandomDagBodiesOnly); returns wall seconds. Empty for other cases.
+  std::function<double(int threads)> bodies_only;
 };
+
+// The engine column of the bodies_only row.
+inline constexpr const char* kBodiesOnlyEngine = "bodies alone, no engine";
 
 // Whether a case is wanted, by id and workload (BenchOptions::Selected).
 using CaseFilter = std::function<bool(const std::string& id, const std::string& workload)>;

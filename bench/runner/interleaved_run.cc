@@ -23,9 +23,16 @@ EngineOptions OptionsFor(EngineKind kind, int workers, const BenchCase& c) {
 // The threads that run functions: NaiveEngine runs them on the pushing thread.
 int Parallelism(EngineKind kind, int workers) { return kind == EngineKind::kNaive ? 1 : workers; }
 
+// `bodies` (when c.bodies_only is set) takes the bodies-alone run as one
+// more engine of each round, after the real ones.
 void RunCase(const BenchCase& c, const BenchOptions& options, Watchdog& watchdog,
-             std::vector<ReportRow>& rows) {
+             std::vector<ReportRow>& rows, ReportRow* bodies) {
   for (int round = 0; round <= options.reps; ++round) {  // round 0 is the warm-up
+    if (bodies != nullptr) {
+      WatchdogScope watch(watchdog, c.title + " bodies alone");
+      const double seconds = c.bodies_only(bodies->parallelism);
+      if (round > 0) bodies->seconds.push_back(seconds);
+    }
     for (std::size_t e = 0; e < options.engines.size(); ++e) {
       ReportRow& row = rows[e];
       if (!row.ok) continue;
@@ -87,13 +94,24 @@ std::vector<ReportRow> RunInterleaved(const BenchOptions& options, std::ostream&
       row.parallelism = Parallelism(options.engines[e], options.workers);
       row.critical_path = c.critical_path;
     }
-    RunCase(c, options, watchdog, rows);
+    // The machine's ceiling on this case: as many plain threads as the
+    // threaded engines have workers.
+    ReportRow bodies;
+    const bool with_bodies = static_cast<bool>(c.bodies_only);
+    if (with_bodies) {
+      bodies = rows.front();
+      bodies.engine = kBodiesOnlyEngine;
+      bodies.parallelism = options.workers;
+      bodies.critical_path = 0;  // the note on the DAG comes from the engines' rows
+    }
+    RunCase(c, options, watchdog, rows, with_bodies ? &bodies : nullptr);
     if (options.memory) {
       for (std::size_t e = 0; e < rows.size(); ++e) {
         rows[e].has_memory = true;
         rows[e].memory = ProbeInChild(c.id, options.engines[e], options);
       }
     }
+    if (with_bodies) rows.push_back(bodies);
     PrintProgress(progress, c.title, rows);
     all.insert(all.end(), rows.begin(), rows.end());
   }

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/json_string.h"
+#include "runner/cases.h"
 
 namespace depengine::bench {
 namespace {
@@ -106,6 +107,13 @@ void PrintMarkdown(std::ostream& out, const ReportSettings& settings,
           << (p == *parallelisms.rbegin() ? "" : ",");
     }
     out << ".\n";
+  }
+  if (std::any_of(rows.begin(), rows.end(),
+                  [](const ReportRow& r) { return r.engine == kBodiesOnlyEngine; })) {
+    out << "- " << kBodiesOnlyEngine
+        << " (W4, T > 0): the same functions' bodies on P plain threads, each taking every P-th "
+           "function, in no order: the efficiency this machine allows any engine; the gap to an "
+           "engine's row is that engine's cost and the order it keeps.\n";
   }
   out << "- peak RSS: of a fresh child process that runs the row once (includes the harness's own "
          "data); bytes/pending op: resident growth with every op pushed behind one held var.\n";

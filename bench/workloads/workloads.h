@@ -63,6 +63,15 @@ WorkloadResult RunRandomDag(Engine& engine, const RandomDagParams& params);
 WorkloadResult RunRandomDag(Engine& engine, const RandomDag& dag, int spin_us,
                             const std::vector<std::uint64_t>& expected);
 
+// W4's bodies alone: the same functions' bodies (spin `spin_us`, then the
+// mix) on `threads` plain threads, thread t running functions t, t + threads,
+// ..., with no engine and no order between them. Returns the wall seconds
+// from releasing the threads to the last one's end: what this machine lets
+// any engine reach on the workload (the rest of an engine's wall is its own
+// cost and the order it must keep). The values are scratch (the functions
+// race on them, through relaxed atomics) and not checked.
+double RunRandomDagBodiesOnly(const RandomDag& dag, int spin_us, int threads);
+
 // W4's efficiency: the ideal wall (ops * T / workers) over the measured one.
 inline double RandomDagEfficiency(const WorkloadResult& r, int spin_us, int workers) {
   if (r.seconds <= 0 || workers <= 0) return 0;

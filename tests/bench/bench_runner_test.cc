@@ -127,5 +127,23 @@ TEST(BenchCasesTest, CaseNamesMatchTheCases) {
   }
 }
 
+// W4 with work carries its bodies-alone run (the machine's ceiling), and it
+// runs every function's body once: at least ops * T / threads of wall. The
+// other cases have none.
+TEST(BenchCasesTest, W4WithWorkRunsItsBodiesAloneOnTheGivenThreads) {
+  const std::vector<BenchCase> all = MakeBenchCases(
+      0.01, [](const std::string&, const std::string& workload) { return workload == "W4"; });
+  ASSERT_EQ(all.size(), 3u);
+  for (const BenchCase& c : all) {
+    SCOPED_TRACE(c.id);
+    ASSERT_EQ(static_cast<bool>(c.bodies_only), c.spin_us > 0);
+    if (c.spin_us == 0) continue;
+    for (int threads : {1, 2}) {
+      const double floor = static_cast<double>(c.ops) * c.spin_us * 1e-6 / threads;
+      EXPECT_GE(c.bodies_only(threads), floor) << threads << " thread(s)";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace depengine::bench
