@@ -1289,7 +1289,15 @@ void ThreadedEngine::FinishCallback(OprBlock* b, std::uint64_t ticket, std::exce
 // the 128-byte-aligned pair of lines around it. Should the successor have
 // run and its block been reused since, the prefetch is merely wasted.
 //
-// Several vars: the completion walks the slots, in a separate heap array.
+// Several vars: the completion walks the slots, in a separate heap array,
+// and then locks each var's grant side and reads the element queued behind
+// each use. The body runs between here and there, so those misses (the
+// var's grant line, usually last written by the other worker, and a slot
+// pushed long ago) overlap it; fetched at grant time instead, they would
+// land in the granting core, which half the time is not this one (W4 at
+// T = 1: 0.97-0.98 of the wall before, nine interleaved sets; see
+// docs/design.md, "Cache lines and prefetching"). `next` is read as for one
+// var; a read in a group has none.
 void ThreadedEngine::PrefetchSlots(const OprBlock& b) {
   const std::span<const VarSlot> slots = b.slots();
   if (slots.size() == 1) {
@@ -1305,6 +1313,13 @@ void ThreadedEngine::PrefetchSlots(const OprBlock& b) {
   const char* last = reinterpret_cast<const char*>(slots.data() + slots.size()) - 1;
   for (const char* p = first; p <= last; p += 64) __builtin_prefetch(p);
   __builtin_prefetch(last);
+  for (const VarSlot& s : slots) {
+    PrefetchForWrite(&s.var->lock);  // locked by the completion
+    if (const VarSlot* next = s.next()) {
+      __builtin_prefetch(next);
+      __builtin_prefetch(reinterpret_cast<const char*>(next) + sizeof(VarSlot) - 1);
+    }
+  }
 }
 
 // Complete's release of b's vars when b failed, was profiled or deletes its
