@@ -9,7 +9,7 @@ per-round ratios to the first binary.
 
 Why quantiles over many rounds: on the shared 2-vCPU VM the host moves the
 vCPUs between placements whose core-to-core transfer differs about 4x, and a
-whole run usually stays in one of them (docs/design.md, "Measuring on this
+whole run usually stays in one of them (docs/performance.md, "Measuring on this
 machine"). One median of 5 then says more about the placement than about
 the engine. A gain that does not show in the lower quantiles as well is
 noise.

@@ -11,7 +11,7 @@ completion, recycling), plus the workload's own loop and body, which do not
 change between engine builds.
 
 Why: on the shared 2-vCPU VM wall time moves up to 3x between runs of one
-binary (docs/design.md, "Measuring on this machine"), so a change of a few
+binary (docs/performance.md, "Measuring on this machine"), so a change of a few
 percent in the path's length does not show in a timing. An instruction count
 is exact and repeatable: two builds differ only where their code differs.
 It is not a timing: a cache miss or a contended line costs no instructions,

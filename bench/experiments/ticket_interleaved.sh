@@ -1,6 +1,6 @@
 #!/bin/bash
 # Interleaved rounds of the ticket prototype and depengine's per-device engine
-# (docs/design.md, "A ticket tracker: measured prototype"). Each round runs, in
+# (docs/performance.md, "A ticket tracker: measured prototype"). Each round runs, in
 # this order: A = the prototype (floor-W2, W1, W2, W5, W5x4096; affinity
 # routing), B = depengine-bench W1, W2, W5 (per-device, 2 workers), R = the
 # prototype with round-robin routing and W2 with K = 4,095, L = the prototype

@@ -2,13 +2,13 @@
 // measured on W1, W2, W4 and W5 of WORKLOADS.md against a no-tracking
 // handoff floor. It does not use the library (only W4's definition from
 // bench/workloads/workload_spec.h); see the last section of
-// docs/design.md ("A ticket tracker: measured prototype") for the design and
+// docs/performance.md ("A ticket tracker: measured prototype") for the design and
 // the figures.
 //
 // Scope: one pushing thread (the main thread); functions with up to 5 vars,
 // read (const) or written, at least one; no priorities, no failures. W4
 // (random DAG: 2 reads and 1 write per function) runs too; see "W4 with
-// reads and several vars" in docs/design.md. Every shared field says what
+// reads and several vars" in docs/performance.md. Every shared field says what
 // protects it.
 //
 // The idea: the pusher never loads from, and never does a locked
@@ -75,7 +75,7 @@
 //    W4 needs home + steal: with `here`, one worker runs nearly everything
 //    (the completer of a var runs its successors) while the other idles.
 //    `--resume=short[:N]`: home only while the home worker's ready list holds
-//    fewer than N nodes, else the completer keeps the node (design.md, "Step
+//    fewer than N nodes, else the completer keeps the node (performance.md, "Step
 //    4 measured").
 //
 // Correctness: every repetition checks its counters (WORKLOADS.md), and the

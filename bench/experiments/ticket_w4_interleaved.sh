@@ -1,6 +1,6 @@
 #!/bin/bash
 # Interleaved rounds of the ticket prototype's W4 and depengine's per-device
-# engine on W4 (docs/design.md, "W4 with reads and several vars"). Each round
+# engine on W4 (docs/performance.md, "W4 with reads and several vars"). Each round
 # runs, in this order: A = the prototype's W4 at T = 0, 1, 10 us with the
 # routing chosen for W4 (affinity by written var, resumed functions handed to
 # their home worker, idle workers steal: --resume=home --steal), B =

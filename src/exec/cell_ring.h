@@ -1,7 +1,7 @@
 // CellRing: an unbounded single-producer / single-consumer FIFO whose entries
 // live in place in 64-byte, 64-aligned cells, stored in segments; and
 // RingConsumerWaker, the one sleep of a consumer that serves several rings.
-// Step 2 of "Next: the engine on tickets" in docs/design.md: the ring a
+// Step 2 of "Next: the engine on tickets" in docs/performance.md: the ring a
 // pusher writes a function (closure included) into and a worker runs it
 // from. Not used by the engine yet.
 //

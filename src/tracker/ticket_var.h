@@ -1,5 +1,5 @@
 // TicketVar: the per-var state of the ticket tracker, step 1 of "Next: the
-// engine on tickets" in docs/design.md. Built and tested on its own; the
+// engine on tickets" in docs/performance.md. Built and tested on its own; the
 // engine does not use it yet (it runs on tracker/var.h).
 //
 // The idea, measured in bench/experiments/ticket_tracker.cc: a push never
