@@ -1296,8 +1296,9 @@ void ThreadedEngine::FinishCallback(OprBlock* b, std::uint64_t ticket, std::exce
 // pushed long ago) overlap it; fetched at grant time instead, they would
 // land in the granting core, which half the time is not this one (W4 at
 // T = 1: 0.97-0.98 of the wall before, nine interleaved sets; see
-// docs/design.md, "Cache lines and prefetching"). `next` is read as for one
-// var; a read in a group has none.
+// docs/design.md, "Cache lines and prefetching", and the measurement in
+// docs/performance.md, "W4 at T = 1: the machine's ceiling"). `next` is read
+// as for one var; a read in a group has none.
 void ThreadedEngine::PrefetchSlots(const OprBlock& b) {
   const std::span<const VarSlot> slots = b.slots();
   if (slots.size() == 1) {
