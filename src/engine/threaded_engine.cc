@@ -1,40 +1,31 @@
+// ThreadedEngine: the path of a function, from push to completion. The
+// push (PushOneShot, Push, Enqueue, PushSingle), the hand-out of grants, the
+// run (RunInline, WorkerLoop, Execute, callbacks) and the completion
+// (Complete, ReleaseExecution), with the per-thread state they keep. The
+// engine's lifetime, its input checks, and its waits and failures are in
+// the other threaded_engine_*.cc files; docs/design.md follows an op
+// through all of them.
 #include "engine/threaded_engine.h"
-
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cassert>
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "common/object_pool.h"
-#include "common/one_shot_event.h"
 #include "common/prefetch.h"
 #include "common/spin_wait.h"
 #include "engine/engine_handle.h"
 #include "engine/internal_hooks.h"
-#include "gpu/device.h"
+#include "engine/threaded_engine_impl.h"
+#include "tracker/var_list_sort.h"
 
 namespace depengine::internal {
 namespace {
-
-// -DDEPENGINE_PROFILER=OFF compiles the recording out, to measure what the
-// hooks cost when profiling is off (an A/B against the default build).
-#ifdef DEPENGINE_NO_PROFILER
-constexpr bool kProfilerBuilt = false;
-#else
-constexpr bool kProfilerBuilt = true;
-#endif
 
 // Blocks for pushes of one var (their slot is inline) and blocks for pushes
 // of several, which keep a slot array across uses, come from two pools: a
@@ -76,9 +67,6 @@ class SortKeys {
   std::uintptr_t inline_[kInline];
   std::unique_ptr<std::uintptr_t[]> heap_;
 };
-
-using VarPool = ObjectPool<Var>;
-using OprPool = ObjectPool<Opr>;
 
 // The engine whose function the calling thread is running, if any, and
 // the engines of the functions around it: waiting on any of them from here
@@ -165,124 +153,6 @@ class RunningScope {
 };
 
 const FailurePtr kNoFailure;  // constant-initialized: an empty shared_ptr
-
-std::string Named(const char* call, const std::string& what) {
-  return std::string(call) + ": " + what;
-}
-
-[[noreturn, gnu::cold]] void ThrowVarInBothLists(const char* call) {
-  throw std::invalid_argument(Named(call, "a var appears in both const_vars and mutable_vars"));
-}
-
-// Sorts a function's var list, given as keys (`Var* | 1` for a write), by
-// var, a read before a write of the same var; merges duplicates within a
-// list and returns how many keys remain. A var in both lists is an error
-// (a null handle in both is left to the null check that follows).
-std::uint32_t SortAndMergeVarKeys(std::uintptr_t* keys, std::uint32_t n, const char* call) {
-  constexpr std::uintptr_t kVarBits = ~std::uintptr_t{1};
-  if (n == 2) {
-    // The most common several-var push (one read, one write: W3's fan, an
-    // operator's input and output), without the loops below.
-    std::uintptr_t a = keys[0];
-    std::uintptr_t b = keys[1];
-    if (b < a) std::swap(a, b);
-    keys[0] = a;
-    keys[1] = b;
-    if (((a ^ b) & kVarBits) != 0) return 2;
-    if (a != b && (a & kVarBits) != 0) ThrowVarInBothLists(call);
-    return 1;  // one var listed twice (in the same list, or null in both)
-  }
-  if (n == 3) {
-    // Two reads and a write (W4), by three compare-exchanges; duplicates go
-    // on to the merge below.
-    std::uintptr_t a = keys[0];
-    std::uintptr_t b = keys[1];
-    std::uintptr_t c = keys[2];
-    if (b < a) std::swap(a, b);
-    if (c < b) std::swap(b, c);
-    if (b < a) std::swap(a, b);
-    keys[0] = a;
-    keys[1] = b;
-    keys[2] = c;
-    if (((a ^ b) & kVarBits) != 0 && ((b ^ c) & kVarBits) != 0) return 3;
-  } else if (n <= 16) {
-    // Insertion sort: typical functions use a handful of vars.
-    for (std::uint32_t k = 1; k < n; ++k) {
-      const std::uintptr_t key = keys[k];
-      std::uint32_t j = k;
-      for (; j > 0 && key < keys[j - 1]; --j) keys[j] = keys[j - 1];
-      keys[j] = key;
-    }
-  } else {
-    // A long list is often nearly in order, one way or the other: vars made
-    // in a row come from the pool in address order, or in reverse when they
-    // were freed in a row before (W3's gather of 64, from its second run
-    // on). Such a list is put in ascending order and finished by insertion,
-    // in time linear in its length; any other long list goes to std::sort,
-    // and so does one whose insertion moves keys far (a budget of moves
-    // bounds that work).
-    std::uint32_t descents = 0;
-    for (std::uint32_t k = 1; k < n; ++k) descents += keys[k] < keys[k - 1] ? 1 : 0;
-    if (descents > n - 1 - n / 8) {
-      std::reverse(keys, keys + n);
-    } else if (descents > n / 8) {
-      std::sort(keys, keys + n);
-    }
-    std::uint64_t budget = std::uint64_t{8} * n;
-    for (std::uint32_t k = 1; k < n; ++k) {
-      const std::uintptr_t key = keys[k];
-      std::uint32_t j = k;
-      for (; j > 0 && key < keys[j - 1]; --j) keys[j] = keys[j - 1];
-      keys[j] = key;
-      if (k - j > budget) {
-        std::sort(keys, keys + n);
-        break;
-      }
-      budget -= k - j;
-    }
-  }
-  std::uint32_t out = 0;
-  for (std::uint32_t k = 0; k < n; ++k) {
-    const std::uintptr_t var_bits = keys[k] & ~std::uintptr_t{1};
-    if (out > 0 && (keys[out - 1] & ~std::uintptr_t{1}) == var_bits) {
-      if (keys[out - 1] != keys[k] && var_bits != 0) ThrowVarInBothLists(call);
-      continue;
-    }
-    keys[out++] = keys[k];
-  }
-  return out;
-}
-
-// A WaitForVar or WaitForAll of the calling thread, recorded in the
-// profiler's trace when it ends (returning or throwing) while the whole
-// engine is profiled (docs/profiler.md). Inert when `profiler` is null.
-class WaitSpan {
- public:
-  WaitSpan(Profiler* profiler, const char* name, const Var* var)
-      : profiler_(profiler),
-        name_(name),
-        var_(var != nullptr ? var->profile_id : 0),
-        has_var_(var != nullptr),
-        start_ns_(profiler != nullptr ? NowNs() : 0) {}
-  ~WaitSpan() {
-    if (profiler_ == nullptr) return;
-    try {
-      profiler_->RecordWait(name_, has_var_ ? &var_ : nullptr, start_ns_);
-    } catch (...) {
-      // Out of memory for the record: the trace loses this wait, the wait
-      // (and an exception it may be throwing) goes on.
-    }
-  }
-  WaitSpan(const WaitSpan&) = delete;
-  WaitSpan& operator=(const WaitSpan&) = delete;
-
- private:
-  Profiler* const profiler_;
-  const char* const name_;
-  const std::uint64_t var_;
-  const bool has_var_;
-  const std::int64_t start_ns_;
-};
 
 }  // namespace
 
@@ -393,26 +263,6 @@ class ContinuationGate {
   const bool allow_;
 };
 
-// Why the trace could not be written at `path`, or "" when it can be as far
-// as the file system tells now: the file is writable, or it is missing and
-// its directory is writable. A full disk still shows only at the write.
-std::string WhyProfilePathIsUnwritable(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return "it is a directory";
-    return access(path.c_str(), W_OK) == 0 ? "" : std::strerror(errno);
-  }
-  if (errno != ENOENT) return std::strerror(errno);
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  // ENOENT for the path itself (a file in its way gives ENOTDIR, above), so
-  // the directory is a directory, or missing.
-  if (stat(dir.c_str(), &st) != 0) return "directory '" + dir + "': " + std::strerror(errno);
-  if (access(dir.c_str(), W_OK | X_OK) != 0) {
-    return "directory '" + dir + "': " + std::strerror(errno);
-  }
-  return "";
-}
 }  // namespace
 
 // One level of the inline trampoline (RunInline): blocks made ready while
@@ -425,91 +275,6 @@ struct ThreadedEngine::InlineFrame {
 };
 namespace {
 thread_local void* tls_inline_top = nullptr;  // ThreadedEngine::InlineFrame*
-}
-
-ThreadedEngine::ThreadedEngine(const EngineOptions& options)
-    : options_(options),
-      creator_pid_(getpid()),
-      gpu_count_(options.simulated_gpus > 0 ? options.simulated_gpus : gpu::DeviceCount()),
-      in_flight_(options.max_in_flight),
-      profiler_(std::make_unique<Profiler>()),
-      watchdog_(options.watchdog_seconds > 0 ? std::make_unique<Watchdog>(options.watchdog_seconds)
-                                             : nullptr) {
-  profile_all_.store(!options.profile_path.empty(), std::memory_order_relaxed);
-  const std::pair<const char*, int> counts[] = {
-      {"cpu_worker_threads", options.cpu_worker_threads},
-      {"cpu_priority_threads", options.cpu_priority_threads},
-      {"gpu_worker_threads", options.gpu_worker_threads},
-      {"gpu_copy_threads", options.gpu_copy_threads},
-      {"simulated_gpus", options.simulated_gpus}};
-  for (const auto& [name, value] : counts) {
-    if (value < 0) {
-      throw std::invalid_argument(std::string("CreateEngine: EngineOptions::") + name + " = " +
-                                  std::to_string(value) +
-                                  ": thread counts and simulated_gpus must be >= 0 (0 = default)");
-    }
-  }
-  if (!options.profile_path.empty()) {
-    // Said now, not when the engine is destroyed and the run's trace is lost.
-    if (std::string why = WhyProfilePathIsUnwritable(options.profile_path); !why.empty()) {
-      throw std::invalid_argument("CreateEngine: EngineOptions::profile_path (DEPENGINE_PROFILE) = '" +
-                                  options.profile_path + "': cannot write the trace there: " + why);
-    }
-  }
-  if (!(options.watchdog_seconds >= 0)) {  // negative or NaN
-    throw std::invalid_argument("CreateEngine: EngineOptions::watchdog_seconds = " +
-                                std::to_string(options.watchdog_seconds) +
-                                ": must be a non-negative number of seconds (0 = off)");
-  }
-}
-
-ThreadedEngine::~ThreadedEngine() {
-  // Engine kinds drained and joined their pools already: every record is
-  // final. Then free what the program left alive.
-  if (!options_.profile_path.empty()) {
-    try {
-      profiler_->WriteTraceAtDestruction(options_.profile_path);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "depengine: DEPENGINE_PROFILE: %s\n", e.what());
-    }
-  }
-  {
-    // Failures nobody collected would vanish with the engine: name them.
-    std::vector<FailurePtr> undelivered;
-    MutexLock lock(failures_mu_);
-    for (const FailurePtr& f : failure_log_) {
-      if (!f->delivered.load(std::memory_order_relaxed)) undelivered.push_back(f);
-    }
-    if (!undelivered.empty() && !shutdown_notified_.load(std::memory_order_relaxed)) {
-      ReportUndelivered("depengine: engine destroyed with " + std::to_string(undelivered.size()) +
-                            " failure(s) that no WaitForVar or WaitForAll delivered:\n",
-                        undelivered);
-    }
-  }
-  MutexLock lock(live_mu_);
-  while (live_oprs_ != nullptr) {
-    Opr* op = live_oprs_;
-    live_oprs_ = op->live_next;
-    op->magic.store(Opr::kDead, std::memory_order_relaxed);
-    op->Clear();
-    OprPool::Free(op);
-  }
-  while (live_vars_ != nullptr) {
-    Var* v = live_vars_;
-    live_vars_ = v->live_next;
-    {
-      SpinLockGuard g(v->lock);
-      v->failure.reset();
-    }
-    {
-      SpinLockGuard g(v->push_lock);
-      v->deleted.store(true, std::memory_order_relaxed);
-    }
-    v->magic.store(Var::kDead, std::memory_order_relaxed);
-    VarPool::Free(v);
-  }
-  dead_vars_.Release([](Var* v) { VarPool::Free(v); });
-  dead_oprs_.Release([](Opr* op) { OprPool::Free(op); });
 }
 
 std::uint64_t RunningFunctionId() { return tls_running_engine != nullptr ? tls_function_id : 0; }
@@ -546,7 +311,7 @@ void ThreadedEngine::PushClearFailures(Context ctx, const std::vector<VarHandle>
               OprKind::kClearFailures, "PushClearFailures");
 }
 
-// ---------------------------------------------------------------- checks
+// ---------------------------------------------------------------- the calling thread
 
 bool ThreadedEngine::OnOwnThread() const { return RunningScope::Inside(this); }
 
@@ -555,192 +320,10 @@ bool ThreadedEngine::OnOwnWorker() const {
   return w != nullptr && w->engine == this;
 }
 
-void ThreadedEngine::CheckContext(const Context& ctx, const char* call) const {
-  switch (ctx.dev_type) {
-    case DeviceType::kCPU:
-    case DeviceType::kCPUPinned:
-      if (ctx.dev_id < 0 || ctx.dev_id >= kMaxDevicesPerType) {
-        const char* type = ctx.dev_type == DeviceType::kCPU ? "CPU" : "CPUPinned";
-        throw std::invalid_argument(Named(call, std::string(type) + " dev_id " +
-                                                    std::to_string(ctx.dev_id) +
-                                                    " is out of range [0, " +
-                                                    std::to_string(kMaxDevicesPerType) + ")"));
-      }
-      return;
-    case DeviceType::kGPU:
-      if (ctx.dev_id < 0 || ctx.dev_id >= gpu_count_ || ctx.dev_id >= kMaxDevicesPerType) {
-        std::string why;
-        if (!gpu::Built() && options_.simulated_gpus == 0) {
-          why =
-              "depengine was built without GPU support (CUDA not found) and no simulated GPUs "
-              "are configured (EngineOptions::simulated_gpus)";
-        } else {
-          why = std::to_string(gpu_count_) + " GPU(s) available, at most " +
-                std::to_string(kMaxDevicesPerType) + " supported";
-        }
-        throw std::invalid_argument(Named(
-            call, "GPU context gpu(" + std::to_string(ctx.dev_id) + ") is not usable: " + why));
-      }
-      return;
-  }
-  throw std::invalid_argument(
-      Named(call, "unknown DeviceType " + std::to_string(static_cast<int>(ctx.dev_type))));
-}
+bool ThreadedEngine::CompletingCallbackHere() const { return tls_completing_engine == this; }
 
-void ThreadedEngine::ThrowBadPriority(int priority, const char* call) {
-  throw std::invalid_argument(Named(call, "priority " + std::to_string(priority) +
-                                              " is outside [kMinPriority, kMaxPriority] = [" +
-                                              std::to_string(kMinPriority) + ", " +
-                                              std::to_string(kMaxPriority) + "]"));
-}
-
-void ThreadedEngine::ThrowTooManyVars(std::size_t entries, const char* call) {
-  throw std::invalid_argument(Named(call, "too many vars (" + std::to_string(entries) +
-                                              "); at most " + std::to_string(OprBlock::kMaxVars)));
-}
-
-void ThreadedEngine::CheckVar(VarHandle v, const char* call) const {
-  if (v == nullptr) throw std::invalid_argument(Named(call, "null var"));
-  if (v->magic.load(std::memory_order_relaxed) != Var::kLive) {
-    throw std::invalid_argument(Named(call, "var was deleted (or is not a var)"));
-  }
-  if (v->engine != this) {
-    // Vars of all engines share one pool: a handle deleted here may now name
-    // another engine's var.
-    throw std::invalid_argument(
-        Named(call, "var belongs to another engine (or was deleted and its memory reused)"));
-  }
-}
-
-void ThreadedEngine::CheckLiveVar(VarHandle v, const char* call) const {
-  CheckVar(v, call);
-  SpinLockGuard g(v->push_lock);
-  if (v->deleted.load(std::memory_order_relaxed)) {
-    throw std::invalid_argument(Named(call, "var was deleted"));
-  }
-}
-
-// ---------------------------------------------------------------- vars and operators
-
-VarHandle ThreadedEngine::NewVariable() {
-  static std::atomic<std::uint64_t> next_profile_id{0};
-  Var* v = VarPool::Allocate();
-  v->Init(this);
-  v->profile_id = next_profile_id.fetch_add(1, std::memory_order_relaxed);
-  MutexLock lock(live_mu_);
-  v->live_prev = nullptr;
-  v->live_next = live_vars_;
-  if (live_vars_ != nullptr) live_vars_->live_prev = v;
-  live_vars_ = v;
-  return v;
-}
-
-void ThreadedEngine::FreeVar(Var* v) {
-  TakeFailure(v);  // a deleted var's failure is dropped
-  {
-    MutexLock lock(failures_mu_);
-    failed_vars_.erase(v);
-  }
-  v->magic.store(Var::kDead, std::memory_order_relaxed);
-  Var* reusable;
-  {
-    MutexLock lock(live_mu_);
-    if (v->live_prev != nullptr) v->live_prev->live_next = v->live_next;
-    if (v->live_next != nullptr) v->live_next->live_prev = v->live_prev;
-    if (live_vars_ == v) live_vars_ = v->live_next;
-    reusable = dead_vars_.Admit(v);
-  }
-  if (reusable != nullptr) VarPool::Free(reusable);
-}
-
-OprHandle ThreadedEngine::NewOperator(AsyncFn fn, const std::vector<VarHandle>& const_vars,
-                                      const std::vector<VarHandle>& mutable_vars, FnProperty prop,
-                                      const char* opr_name) {
-  const char* call = "NewOperator";
-  if (!fn) throw std::invalid_argument(Named(call, "null function"));
-  const std::size_t entries = const_vars.size() + mutable_vars.size();
-  CheckVarCount(entries, call);
-  std::vector<std::uintptr_t> keys;
-  keys.reserve(entries);
-  for (Var* v : const_vars) {
-    CheckLiveVar(v, call);
-    keys.push_back(reinterpret_cast<std::uintptr_t>(v));
-  }
-  for (Var* v : mutable_vars) {
-    CheckLiveVar(v, call);
-    keys.push_back(reinterpret_cast<std::uintptr_t>(v) | 1u);
-  }
-  const std::uint32_t count =
-      SortAndMergeVarKeys(keys.data(), static_cast<std::uint32_t>(keys.size()), call);
-
-  Opr* op = OprPool::Allocate();
-  op->Clear();
-  try {
-    op->SetVars(keys.data(), count);  // allocates beyond Opr::kInlineVars
-  } catch (...) {
-    OprPool::Free(op);
-    throw;
-  }
-  op->async_fn = std::move(fn);
-  op->prop = prop;
-  op->name = opr_name;
-  op->engine = this;
-  op->pushed.store(0, std::memory_order_relaxed);
-  op->finished.store(0, std::memory_order_relaxed);
-  op->magic.store(Opr::kLive, std::memory_order_relaxed);
-  MutexLock lock(live_mu_);
-  op->live_prev = nullptr;
-  op->live_next = live_oprs_;
-  if (live_oprs_ != nullptr) live_oprs_->live_prev = op;
-  live_oprs_ = op;
-  return op;
-}
-
-void ThreadedEngine::DeleteOperator(OprHandle op) {
-  if (op == nullptr) throw std::invalid_argument("DeleteOperator: null operator");
-  if (op->magic.load(std::memory_order_relaxed) != Opr::kLive || op->engine != this) {
-    throw std::invalid_argument(
-        "DeleteOperator: operator was deleted or belongs to another engine");
-  }
-  // Named before the update: once the delete bit is set, a finishing push
-  // may free the operator at any moment.
-  const char* name = op->name;
-  const std::uint64_t counted =
-      op->pushed.fetch_or(Opr::kDeleteRequested, std::memory_order_acq_rel);
-  if (counted & Opr::kDeleteRequested) {
-    throw std::logic_error(std::string("DeleteOperator: operator '") +
-                           (name != nullptr ? name : "<unnamed>") + "' was already deleted");
-  }
-  FinishPushes(op, Opr::kDeleteRequested - counted);
-}
-
-void ThreadedEngine::FlushReleasedPushes(WorkerTls& w) {
-  if (w.released == 0) return;
-  Opr* op = w.released_op;
-  const std::uint32_t n = w.released;
-  w.released_op = nullptr;
-  w.released = 0;
-  FinishPushes(op, n);
-}
-
-void ThreadedEngine::FinishPushes(Opr* op, std::uint64_t n) {
-  if (op->finished.fetch_add(n, std::memory_order_acq_rel) + n == Opr::kDeleteRequested) {
-    FreeOpr(op);
-  }
-}
-
-void ThreadedEngine::FreeOpr(Opr* op) {
-  op->magic.store(Opr::kDead, std::memory_order_relaxed);
-  op->Clear();  // the closure goes now, outside the lock
-  Opr* reusable;
-  {
-    MutexLock lock(live_mu_);
-    if (op->live_prev != nullptr) op->live_prev->live_next = op->live_next;
-    if (op->live_next != nullptr) op->live_next->live_prev = op->live_prev;
-    if (live_oprs_ == op) live_oprs_ = op->live_next;
-    reusable = dead_oprs_.Admit(op);
-  }
-  if (reusable != nullptr) OprPool::Free(reusable);
+bool ThreadedEngine::DestroyingWouldWaitForItself() const {
+  return OnOwnThread() || CompletingCallbackHere() || OnOwnWorker();
 }
 
 // ---------------------------------------------------------------- push
@@ -1438,7 +1021,16 @@ void ThreadedEngine::RecycleBlock(OprBlock* b) {
   }
 }
 
-// ---------------------------------------------------------------- waiting
+// ---------------------------------------------------------------- counting for the waits
+
+void ThreadedEngine::FlushReleasedPushes(WorkerTls& w) {
+  if (w.released == 0) return;
+  Opr* op = w.released_op;
+  const std::uint32_t n = w.released;
+  w.released_op = nullptr;
+  w.released = 0;
+  FinishPushes(op, n);
+}
 
 void ThreadedEngine::CountPush(OprBlock* b) {
   for (;;) {
@@ -1485,27 +1077,6 @@ void ThreadedEngine::FinishPending(int slot) {
   external_completers_.fetch_sub(1, std::memory_order_release);
 }
 
-void ThreadedEngine::SubtractPending(int slot, std::int64_t n) {
-  const std::int64_t before = pending_[slot].fetch_sub(n, std::memory_order_seq_cst);
-  if (before == n && idle_waiters_.load(std::memory_order_seq_cst) > 0) {
-    MutexLock lock(idle_mu_);
-    idle_cv_.notify_all();
-  }
-}
-
-void ThreadedEngine::WaitPendingZero(int slot) {
-  // The functions of a short burst often finish within the spin; a waiter
-  // that spins is not counted in idle_waiters_, so their completer skips
-  // the notify as well.
-  if (SpinUntil([&] { return pending_[slot].load(std::memory_order_seq_cst) == 0; })) return;
-  idle_waiters_.fetch_add(1, std::memory_order_seq_cst);
-  {
-    MutexLock lock(idle_mu_);
-    lock.Wait(idle_cv_, [&] { return pending_[slot].load(std::memory_order_seq_cst) == 0; });
-  }
-  idle_waiters_.fetch_sub(1, std::memory_order_seq_cst);
-}
-
 void ThreadedEngine::InFlightReservation::Reserve(bool may_wait) {
   // Pushes from inside this engine (a running function, or one of its
   // workers) never wait: they could be what frees room. Another engine's
@@ -1521,208 +1092,6 @@ void ThreadedEngine::ReleaseInFlight() {
     in_flight_.Release(w->in_flight);
   } else {
     in_flight_.Release();
-  }
-}
-
-void ThreadedEngine::WaitForAll() {
-  if (OnOwnThread()) {
-    throw std::logic_error(
-        "WaitForAll called from inside a function running on the same engine "
-        "(it would deadlock)");
-  }
-  if (OnOwnWorker()) {
-    throw std::logic_error(
-        "WaitForAll called on one of the same engine's worker threads, for example from a "
-        "destructor in a deleted operator's closure (it would deadlock)");
-  }
-  // A callback's caller finishing a function of this engine: the function
-  // is counted until its completion returns, so waiting here (from a
-  // destructor in its closure, say) would wait for itself.
-  if (tls_completing_engine == this) {
-    throw std::logic_error(
-        "WaitForAll called while a callback is finishing a function of the same engine, for "
-        "example from a destructor in the function's closure (it would deadlock)");
-  }
-  const WaitSpan span(kProfilerBuilt && ProfileAll() ? profiler_.get() : nullptr, "WaitForAll",
-                      nullptr);
-  {
-    MutexLock lock(wait_all_mu_);
-    const std::uint64_t g = generation_.fetch_add(1, std::memory_order_seq_cst);
-    WaitPendingZero(static_cast<int>(g & 1));
-  }
-  FailurePtr first;
-  std::vector<FailurePtr> others;  // undelivered too: one exception can carry only one
-  {
-    MutexLock lock(failures_mu_);
-    for (const FailurePtr& f : failure_log_) {
-      if (f->delivered.load(std::memory_order_relaxed)) continue;
-      if (!first) {
-        first = f;
-      } else {
-        others.push_back(f);
-      }
-    }
-    failure_log_.clear();
-    for (Var* v : failed_vars_) TakeFailure(v);
-    failed_vars_.clear();
-    if (first) first->delivered.store(true, std::memory_order_relaxed);
-  }
-  if (!others.empty() && !shutdown_notified_.load(std::memory_order_relaxed)) {
-    ReportUndelivered("depengine: WaitForAll rethrows the first failure; " +
-                          std::to_string(others.size()) +
-                          " more since the previous WaitForAll, not delivered by WaitForVar:\n",
-                      others);
-  }
-  if (first) std::rethrow_exception(first->error);
-}
-
-void ThreadedEngine::WaitForVar(VarHandle var) {
-  CheckVar(var, "WaitForVar");
-  if (OnOwnThread()) {
-    throw std::logic_error(
-        "WaitForVar called from inside a function running on the same engine "
-        "(it would deadlock)");
-  }
-  if (OnOwnWorker()) {
-    throw std::logic_error(
-        "WaitForVar called on one of the same engine's worker threads, for example from a "
-        "destructor in a deleted operator's closure (it would deadlock)");
-  }
-  FailurePtr failure;
-  bool idle;
-  {
-    SpinLockGuard g(var->lock);
-    SpinLockGuard push_guard(var->push_lock);  // after lock: the order SettleLocked uses
-    if (var->deleted.load(std::memory_order_relaxed)) {
-      throw std::invalid_argument("WaitForVar: var was deleted");
-    }
-    idle = var->IdleLocked();
-  }
-  const WaitSpan span(kProfilerBuilt && ProfileAll() ? profiler_.get() : nullptr, "WaitForVar",
-                      var);
-  if (idle) {
-    failure = DeliverFailure(var);
-  } else {
-    struct Waiter {
-      ThreadedEngine* engine;
-      Var* var;
-      OneShotEvent done;
-      FailurePtr failure;  // written before done is set, read after
-    } waiter{this, var, {}, nullptr};
-    // One pointer captured: the closure fits in std::function's own storage.
-    SyncFn wake = [w = &waiter](RunContext) {
-      w->failure = w->engine->DeliverFailure(w->var);
-      w->done.Set();
-    };
-    // A write: it waits for earlier readers too, and readers pushed after it
-    // see the failure already cleared.
-    PushOneShot(&wake, nullptr, Context::CPU(), {}, VarList(&var, 1), FnProperty::kAsync, 0,
-                "WaitForVar", OprKind::kWaitVar, "WaitForVar");
-    waiter.done.Wait();
-    failure = std::move(waiter.failure);
-  }
-  if (failure) std::rethrow_exception(failure->error);
-}
-
-// ---------------------------------------------------------------- failures
-
-// WaitForAll rethrows the first undelivered failure; the others would vanish
-// with the vars' failures it clears, so they are named here, on stderr,
-// after `text`. So are those an engine still holds when it is destroyed.
-void ThreadedEngine::ReportUndelivered(std::string text, const std::vector<FailurePtr>& others) {
-  constexpr std::size_t kNamed = 8;  // a storm of failures is summarized
-  for (std::size_t i = 0; i < others.size(); ++i) {
-    const FailurePtr& f = others[i];
-    if (i == kNamed) {
-      text += "  ... and " + std::to_string(others.size() - kNamed) + " more\n";
-      break;
-    }
-    text += "  ";
-    try {
-      std::rethrow_exception(f->error);
-    } catch (const std::exception& e) {
-      text += e.what();
-    } catch (...) {
-      text += "(an exception not derived from std::exception)";
-    }
-    text += '\n';
-  }
-  std::fputs(text.c_str(), stderr);
-}
-
-FailurePtr ThreadedEngine::RecordFailure(std::exception_ptr error) {
-  auto f = std::make_shared<Failure>();
-  f->error = std::move(error);
-  MutexLock lock(failures_mu_);
-  failure_log_.push_back(f);
-  return f;
-}
-
-FailurePtr ThreadedEngine::FindFailure(OprBlock* b) {
-  for (VarSlot& s : b->slots()) {
-    SpinLockGuard g(s.var->lock);
-    if (s.var->failure) return s.var->failure;
-  }
-  return nullptr;
-}
-
-FailurePtr ThreadedEngine::DeliverFailure(Var* v) {
-  // Under failures_mu_, like WaitForAll's scan of the log: a failure taken
-  // here is marked delivered before any WaitForAll can see it undelivered,
-  // even while the thread that called WaitForVar has not woken up yet.
-  MutexLock lock(failures_mu_);
-  FailurePtr f = TakeFailure(v);
-  if (f) f->delivered.store(true, std::memory_order_relaxed);
-  return f;
-}
-
-FailurePtr ThreadedEngine::TakeFailure(Var* v) {
-  FailurePtr f;
-  {
-    SpinLockGuard g(v->lock);
-    f = std::move(v->failure);
-    v->failure.reset();
-  }
-  if (f) failed_var_count_.fetch_sub(1, std::memory_order_release);
-  return f;
-}
-
-// ---------------------------------------------------------------- shutdown
-
-bool ThreadedEngine::DestroyingWouldWaitForItself() const {
-  const auto* w = static_cast<const WorkerTls*>(tls_worker_raw);
-  return RunningScope::Inside(this) || tls_completing_engine == this ||
-         (w != nullptr && w->engine == this);
-}
-
-void ThreadedEngine::Drain() {
-  // Like WaitForAll, for every generation, without reporting failures.
-  if (getpid() != creator_pid_) return;  // a forked child: the workers are not here
-  if (DestroyingWouldWaitForItself()) {
-    // A handle (EngineHandle) never destroys its core here: it hands it to
-    // a thread of its own. Only an engine used without a handle gets here.
-    // The destructor would wait for that very function (and join the
-    // thread it runs on): say so rather than hang. A destructor cannot
-    // throw.
-    std::fprintf(stderr,
-                 "depengine: an engine is being destroyed on one of its own threads or inside one "
-                 "of its own functions or callbacks (for example its last shared_ptr was captured "
-                 "by a function and released with it); it cannot wait for itself. Destroy the "
-                 "engine outside its functions. Aborting.\n");
-    std::abort();
-  }
-  // Functions may push more while we wait, so loop until both generations
-  // are empty.
-  MutexLock lock(wait_all_mu_);
-  for (;;) {
-    const std::uint64_t g = generation_.fetch_add(1, std::memory_order_seq_cst);
-    WaitPendingZero(static_cast<int>(g & 1));
-    if (pending_[0].load(std::memory_order_seq_cst) == 0 &&
-        pending_[1].load(std::memory_order_seq_cst) == 0) {
-      // The last completer may still be returning through SubtractPending.
-      while (external_completers_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-      return;
-    }
   }
 }
 

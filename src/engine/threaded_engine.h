@@ -255,6 +255,9 @@ class ThreadedEngine : public Engine {
   // functions: a wait there would wait for the worker's own unflushed
   // completions).
   bool OnOwnWorker() const;
+  // A callback called on this thread is finishing a function of this engine
+  // (the function counts as pending until that completion returns).
+  bool CompletingCallbackHere() const;
 
   const EngineOptions options_;
   // A forked child inherits engines but not their threads: it neither
