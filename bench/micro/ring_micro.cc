@@ -1,4 +1,4 @@
-// The cell ring (exec/cell_ring.h) on its own: functions handed from a
+// The cell ring (experiments/tickets/cell_ring.h) on its own: functions handed from a
 // producer thread (the benchmark's) to a consumer thread that runs each in
 // place, as the engine's pusher and worker will. Each item is a
 // std::function<void()> (32 bytes, one cell) placement-new'ed into the ring,
@@ -11,7 +11,7 @@
 #include <new>
 #include <thread>
 
-#include "exec/cell_ring.h"
+#include "tickets/cell_ring.h"
 
 namespace depengine::micro {
 namespace {

@@ -1,13 +1,13 @@
-// The ticket tracker on its own (tracker/ticket_var.h, step 1 of "Next: the
-// engine on tickets" in docs/performance.md; not yet used by the engine): a use
-// stamped on a var, checked, parked when its turn has not come, and
-// finished, with no engine, no threads and no queue. The same three shapes
+// The ticket tracker on its own (experiments/tickets/ticket_var.h, step 1 of
+// "Next: the engine on tickets" in docs/performance.md; not used by the
+// engine): a use stamped on a var, checked, parked when its turn has not
+// come, and finished, with no engine, no threads and no queue. The same three shapes
 // as tracker_micro.cc times for the present tracker.
 #include <memory>
 #include <vector>
 
 #include "micro/micro_engines.h"
-#include "tracker/ticket_var.h"
+#include "tickets/ticket_var.h"
 
 namespace depengine::micro {
 namespace {

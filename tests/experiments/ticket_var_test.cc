@@ -1,11 +1,11 @@
-// The ticket tracker (tracker/ticket_var.h) on its own, with no engine: the
-// contract is that a task holds all its uses exactly when every earlier task
-// that conflicts with it on a shared var (either of the two writes) has
-// finished, that it is handed out exactly once, and that nothing stays
-// parked once everything finished. Driven step by step with no threads
-// (including the counts' wrap-around), then by threads with the park /
-// complete race widened.
-#include "tracker/ticket_var.h"
+// The ticket tracker (bench/experiments/tickets/ticket_var.h) on its own,
+// with no engine: the contract is that a task holds all its uses exactly when
+// every earlier task that conflicts with it on a shared var (either of the
+// two writes) has finished, that it is handed out exactly once, and that
+// nothing stays parked once everything finished. Driven step by step with no
+// threads (including the counts' wrap-around), then by threads with the
+// park / complete race widened.
+#include "tickets/ticket_var.h"
 
 #include <gtest/gtest.h>
 

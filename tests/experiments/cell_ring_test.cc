@@ -1,10 +1,11 @@
-// CellRing and RingConsumerWaker on their own (exec/cell_ring.h): FIFO order
-// of in-place entries across many tiny segments, entries that do not fit at
-// a segment's end, segment reuse (allocations counted while millions of
-// entries pass), batched and immediate publication, destruction of what is
-// left, and producer / consumer threads racing with the consumer falling
-// asleep, on one ring and on several rings sharing one waker.
-#include "exec/cell_ring.h"
+// CellRing and RingConsumerWaker on their own
+// (bench/experiments/tickets/cell_ring.h): FIFO order of in-place entries
+// across many tiny segments, entries that do not fit at a segment's end,
+// segment reuse (allocations counted while millions of entries pass),
+// batched and immediate publication, destruction of what is left, and
+// producer / consumer threads racing with the consumer falling asleep, on
+// one ring and on several rings sharing one waker.
+#include "tickets/cell_ring.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,8 @@
 // RingConsumerWaker, the one sleep of a consumer that serves several rings.
 // Step 2 of "Next: the engine on tickets" in docs/performance.md: the ring a
 // pusher writes a function (closure included) into and a worker runs it
-// from. Not used by the engine yet.
+// from. Built and tested on its own (tests/experiments/), outside the
+// library, which does not use it.
 //
 // Use. The producer calls Reserve(n) for 1 <= n <= kMaxEntryCells contiguous
 // cells, constructs its object there (placement new, any type of at most

@@ -1,5 +1,5 @@
 // TicketVar: see ticket_var.h.
-#include "tracker/ticket_var.h"
+#include "tickets/ticket_var.h"
 
 #include <cassert>
 #include <utility>

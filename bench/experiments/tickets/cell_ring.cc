@@ -1,6 +1,6 @@
 // CellRing and RingConsumerWaker: the slow paths (segment switches, the
 // sleep, construction and destruction). See cell_ring.h.
-#include "exec/cell_ring.h"
+#include "tickets/cell_ring.h"
 
 #include <climits>
 #include <cstdlib>

@@ -1,6 +1,8 @@
 // TicketVar: the per-var state of the ticket tracker, step 1 of "Next: the
-// engine on tickets" in docs/performance.md. Built and tested on its own; the
-// engine does not use it yet (it runs on tracker/var.h).
+// engine on tickets" in docs/performance.md. Built and tested on its own
+// (tests/experiments/), outside the library: the engine runs on
+// src/tracker/var.h, and step 3, the engine on this, was measured and not
+// kept.
 //
 // The idea, measured in bench/experiments/ticket_tracker.cc: a push never
 // reads or writes a cache line that a worker writes. Each var has two sides:
