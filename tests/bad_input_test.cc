@@ -76,12 +76,13 @@ TEST_P(BadInputTest, NullVarIsRejected) {
                   [&] { engine().PushSync(noop, Context::CPU(), {v}, {nullptr}); }),
               HasSubstr("null var"));
   EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
-                engine().PushAsync([](RunContext, CallbackOnComplete cb) { cb(); },
-                                   Context::CPU(), {}, {nullptr});
+                engine().PushAsync([](RunContext, CallbackOnComplete cb) { cb(); }, Context::CPU(),
+                                   {}, {nullptr});
               }),
               HasSubstr("null var"));
   EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
-                engine().NewOperator([](RunContext, CallbackOnComplete cb) { cb(); }, {nullptr}, {});
+                engine().NewOperator([](RunContext, CallbackOnComplete cb) { cb(); }, {nullptr},
+                                     {});
               }),
               HasSubstr("null var"));
   EXPECT_THAT(MessageOf<std::invalid_argument>([&] { engine().WaitForVar(nullptr); }),
@@ -99,8 +100,9 @@ TEST_P(BadInputTest, RejectedPushLeavesItsValidVarsUsable) {
   VarHandle gone = engine().NewVariable();
   engine().DeleteVariable(nullptr, Context::CPU(), gone);
   auto noop = [](RunContext) {};
-  EXPECT_THAT(MessageOf<std::invalid_argument>(
-                  [&] { engine().PushSync(noop, Context::CPU(), {}, {good, nullptr}); }),
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
+                engine().PushSync(noop, Context::CPU(), {}, {good, nullptr});
+              }),
               HasSubstr("null var"));
   EXPECT_THAT(MessageOf<std::invalid_argument>(
                   [&] { engine().PushSync(noop, Context::CPU(), {gone}, {good}); }),
@@ -137,21 +139,21 @@ TEST_P(BadInputTest, DeletedVarIsRejected) {
   auto noop = [](RunContext) {};
   engine().DeleteVariable(noop, Context::CPU(), v);
   // Right after DeleteVariable (the deletion may still be pending)...
-  EXPECT_THAT(MessageOf<std::invalid_argument>(
-                  [&] { engine().PushSync(noop, Context::CPU(), {v}, {}); }),
-              HasSubstr("deleted"));
+  EXPECT_THAT(
+      MessageOf<std::invalid_argument>([&] { engine().PushSync(noop, Context::CPU(), {v}, {}); }),
+      HasSubstr("deleted"));
   EXPECT_THAT(MessageOf<std::invalid_argument>([&] { engine().WaitForVar(v); }),
               HasSubstr("deleted"));
-  EXPECT_THAT(MessageOf<std::invalid_argument>(
-                  [&] { engine().DeleteVariable(noop, Context::CPU(), v); }),
-              AnyOf(HasSubstr("deleted"), HasSubstr("twice")));
+  EXPECT_THAT(
+      MessageOf<std::invalid_argument>([&] { engine().DeleteVariable(noop, Context::CPU(), v); }),
+      AnyOf(HasSubstr("deleted"), HasSubstr("twice")));
   // ...and once it has run (no var was created since, so the handle is
   // not reused).
   pending.Finish();
   engine().WaitForAll();
-  EXPECT_THAT(MessageOf<std::invalid_argument>(
-                  [&] { engine().PushSync(noop, Context::CPU(), {}, {v}); }),
-              HasSubstr("deleted"));
+  EXPECT_THAT(
+      MessageOf<std::invalid_argument>([&] { engine().PushSync(noop, Context::CPU(), {}, {v}); }),
+      HasSubstr("deleted"));
   EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
                 engine().NewOperator([](RunContext, CallbackOnComplete cb) { cb(); }, {v}, {});
               }),
@@ -200,8 +202,9 @@ TEST_P(BadInputTest, VarInBothListsIsRejectedAndDuplicatesWithinAListMerge) {
   VarHandle v = engine().NewVariable();
   VarHandle u = engine().NewVariable();
   auto noop = [](RunContext) {};
-  EXPECT_THAT(MessageOf<std::invalid_argument>(
-                  [&] { engine().PushSync(noop, Context::CPU(), {u, v}, {v}); }),
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
+                engine().PushSync(noop, Context::CPU(), {u, v}, {v});
+              }),
               HasSubstr("both const_vars and mutable_vars"));
   EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
                 engine().PushAsync([](RunContext, CallbackOnComplete cb) { cb(); }, Context::CPU(),
@@ -268,20 +271,20 @@ TEST_P(BadInputTest, GpuContextWithoutAGpuIsRejected) {
   PendingWork pending(engine());
   VarHandle v = engine().NewVariable();
   auto noop = [](RunContext) {};
-  EXPECT_THAT(MessageOf<std::invalid_argument>(
-                  [&] { engine().PushSync(noop, Context::GPU(0), {}, {v}); }),
-              HasSubstr("GPU"));
+  EXPECT_THAT(
+      MessageOf<std::invalid_argument>([&] { engine().PushSync(noop, Context::GPU(0), {}, {v}); }),
+      HasSubstr("GPU"));
   EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
-                engine().PushAsync([](RunContext, CallbackOnComplete cb) { cb(); },
-                                   Context::GPU(1), {}, {v}, FnProperty::kCopyToGPU);
+                engine().PushAsync([](RunContext, CallbackOnComplete cb) { cb(); }, Context::GPU(1),
+                                   {}, {v}, FnProperty::kCopyToGPU);
               }),
               HasSubstr("GPU"));
   OprHandle op = engine().NewOperator([](RunContext, CallbackOnComplete cb) { cb(); }, {}, {v});
   EXPECT_THAT(MessageOf<std::invalid_argument>([&] { engine().Push(op, Context::GPU(0)); }),
               HasSubstr("GPU"));
-  EXPECT_THAT(MessageOf<std::invalid_argument>(
-                  [&] { engine().DeleteVariable(noop, Context::GPU(0), v); }),
-              HasSubstr("GPU"));
+  EXPECT_THAT(
+      MessageOf<std::invalid_argument>([&] { engine().DeleteVariable(noop, Context::GPU(0), v); }),
+      HasSubstr("GPU"));
   // The rejected DeleteVariable did not delete v.
   int value = 0;
   engine().PushSync([&](RunContext) { value = 1; }, Context::CPU(), {}, {v});
@@ -297,12 +300,12 @@ TEST_P(BadInputTest, GpuIdBeyondTheSimulatedGpusIsRejected) {
   auto e = CreateEngine(o);
   VarHandle v = e->NewVariable();
   auto noop = [](RunContext) {};
-  EXPECT_THAT(MessageOf<std::invalid_argument>(
-                  [&] { e->PushSync(noop, Context::GPU(2), {}, {v}); }),
-              HasSubstr("GPU"));
-  EXPECT_THAT(MessageOf<std::invalid_argument>(
-                  [&] { e->PushSync(noop, Context::GPU(-1), {}, {v}); }),
-              HasSubstr("GPU"));
+  EXPECT_THAT(
+      MessageOf<std::invalid_argument>([&] { e->PushSync(noop, Context::GPU(2), {}, {v}); }),
+      HasSubstr("GPU"));
+  EXPECT_THAT(
+      MessageOf<std::invalid_argument>([&] { e->PushSync(noop, Context::GPU(-1), {}, {v}); }),
+      HasSubstr("GPU"));
   int value = 0;
   e->PushSync([&](RunContext) { value = 1; }, Context::GPU(1), {}, {v});
   e->WaitForVar(v);
@@ -313,9 +316,9 @@ TEST_P(BadInputTest, InvalidCpuContextIsRejected) {
   PendingWork pending(engine());
   VarHandle v = engine().NewVariable();
   auto noop = [](RunContext) {};
-  EXPECT_THAT(MessageOf<std::invalid_argument>(
-                  [&] { engine().PushSync(noop, Context::CPU(-1), {}, {v}); }),
-              HasSubstr("dev_id"));
+  EXPECT_THAT(
+      MessageOf<std::invalid_argument>([&] { engine().PushSync(noop, Context::CPU(-1), {}, {v}); }),
+      HasSubstr("dev_id"));
   EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
                 engine().PushSync(noop, Context{static_cast<DeviceType>(42), 0}, {}, {v});
               }),
@@ -375,9 +378,8 @@ TEST_P(BadInputTest, VarOfAnotherEngineIsRejected) {
   PendingWork pending(engine());
   auto other = CreateEngine(Options());
   VarHandle foreign = other->NewVariable();
-  EXPECT_THAT(MessageOf<std::invalid_argument>([&] {
-                engine().PushSync([](RunContext) {}, Context::CPU(), {}, {foreign});
-              }),
+  EXPECT_THAT(MessageOf<std::invalid_argument>(
+                  [&] { engine().PushSync([](RunContext) {}, Context::CPU(), {}, {foreign}); }),
               HasSubstr("another engine"));
   EXPECT_THAT(MessageOf<std::invalid_argument>([&] { engine().WaitForVar(foreign); }),
               HasSubstr("another engine"));
@@ -412,7 +414,8 @@ TEST_P(BadInputTest, WaitingFromInsideAFunctionOfTheSameEngineIsRejected) {
       Context::CPU(), doomed);
   pending.Finish();
   engine().WaitForAll();
-  for (const std::string* m : {&sync_var, &sync_all, &async_var, &async_all, &kasync_all, &delete_all}) {
+  for (const std::string* m :
+       {&sync_var, &sync_all, &async_var, &async_all, &kasync_all, &delete_all}) {
     EXPECT_THAT(*m, HasSubstr("deadlock"));
   }
 }
@@ -523,7 +526,8 @@ TEST_P(BadInputTest, WaitingFromAFunctionNestedInsideAFunctionOfTheSameEngineIsR
         [&, inner](RunContext) {
           inner->PushSync(
               [&](RunContext) {
-                messages.push_back(MessageOf<std::logic_error>([&] { engine().WaitForVar(other); }));
+                messages.push_back(
+                    MessageOf<std::logic_error>([&] { engine().WaitForVar(other); }));
                 messages.push_back(MessageOf<std::logic_error>([&] { engine().WaitForAll(); }));
               },
               Context::CPU(), {}, {}, FnProperty::kAsync);
@@ -613,11 +617,21 @@ TEST_P(BadInputTest, NegativeThreadCountIsRejected) {
   for (int field = 0; field < 5; ++field) {
     EngineOptions o = Options();
     switch (field) {
-      case 0: o.cpu_worker_threads = -1; break;
-      case 1: o.cpu_priority_threads = -1; break;
-      case 2: o.gpu_worker_threads = -1; break;
-      case 3: o.gpu_copy_threads = -1; break;
-      default: o.simulated_gpus = -1; break;
+      case 0:
+        o.cpu_worker_threads = -1;
+        break;
+      case 1:
+        o.cpu_priority_threads = -1;
+        break;
+      case 2:
+        o.gpu_worker_threads = -1;
+        break;
+      case 3:
+        o.gpu_copy_threads = -1;
+        break;
+      default:
+        o.simulated_gpus = -1;
+        break;
     }
     EXPECT_THAT(MessageOf<std::invalid_argument>([&] { CreateEngine(o); }),
                 AnyOf(HasSubstr("thread"), HasSubstr("simulated_gpus")))
@@ -642,6 +656,15 @@ TEST_P(BadInputTest, NegativeThreadCountNamesTheFieldAndTheValue) {
                 AllOf(HasSubstr(std::string(name) + " = -3"), HasSubstr(">= 0")))
         << name;
   }
+}
+
+// An EngineKind made from an integer that names no kind (a value read from a
+// config file, say) is reported with the value and the kinds there are.
+TEST_P(BadInputTest, KindThatIsNotAnEngineKindIsRejected) {
+  EngineOptions o = Options();
+  o.kind = static_cast<EngineKind>(7);
+  EXPECT_THAT(MessageOf<std::invalid_argument>([&] { CreateEngine(o); }),
+              AllOf(HasSubstr("EngineOptions::kind = 7"), HasSubstr("kPerDevice")));
 }
 
 TEST_P(BadInputTest, NegativeOrNaNWatchdogSecondsIsRejected) {

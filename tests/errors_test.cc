@@ -13,11 +13,13 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine_fixture.h"
@@ -187,6 +189,38 @@ TEST_P(ErrorsTest, ThrowAfterCallingTheCallbackInsideTheBodyFailsTheWrittenVars)
   EXPECT_EQ(WaitVar(b), 31);
   EXPECT_EQ(WaitAll(), 32);
   EXPECT_EQ(WaitAll(), 0);
+}
+
+TEST_P(ErrorsTest, ThrowAfterACallbackOnAnotherThreadFinishedTheFunctionReachesWaitForAll) {
+  // The callback, called on another thread while the body still runs,
+  // finishes the function there: its written var is released with no
+  // failure, and a reader may run at once. What the body throws after that
+  // can no longer fail the var; it is not lost either. As PushAsync's
+  // contract says, WaitForAll does not wait for that body (the function is
+  // finished), so a WaitForAll that returns before the throw is caught does
+  // not report it, and the next one does: the test waits for one that does.
+  DrainGuard drain(engine());
+  VarHandle a = engine().NewVariable();
+  std::atomic<bool> reader_ran{false};
+  engine().PushAsync(
+      [](RunContext, CallbackOnComplete cb) {
+        std::thread finisher([cb] { cb(); });
+        finisher.join();  // the function is finished before the body throws
+        throw TestError(33);
+      },
+      Context::CPU(), {}, {a});
+  engine().PushSync([&](RunContext) { reader_ran = true; }, Context::CPU(), {a}, {});
+  EXPECT_EQ(WaitVar(a), 0) << "the var was released by the callback: the late throw must not "
+                              "fail it";
+  EXPECT_TRUE(reader_ran.load()) << "the reader of the released var was skipped";
+  int delivered = WaitAll();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (delivered == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    delivered = WaitAll();
+  }
+  EXPECT_EQ(delivered, 33) << "the throw after the function finished never reached WaitForAll";
+  EXPECT_EQ(WaitAll(), 0) << "WaitForAll repeated the failure it delivered";
 }
 
 TEST_P(ErrorsTest, WaitForAllRethrowsTheFirstFailureAndClearsEveryVar) {

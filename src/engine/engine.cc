@@ -44,7 +44,9 @@ std::unique_ptr<internal::ThreadedEngine> MakeCore(const EngineOptions& options)
     case EngineKind::kPerDevice:
       return internal::MakePerDeviceEngine(options);
   }
-  throw std::invalid_argument("CreateEngine: unknown EngineKind");
+  throw std::invalid_argument(
+      "CreateEngine: EngineOptions::kind = " + std::to_string(static_cast<int>(options.kind)) +
+      " is not an EngineKind (kNaive, kPooled or kPerDevice)");
 }
 }  // namespace
 

@@ -327,6 +327,41 @@ TEST_P(ProfilerTest, NamesThatAreNotUtf8StillGiveValidJson) {
   std::remove(stats_path.c_str());
 }
 
+// Names with quotes, backslashes and control characters (a line break, a
+// tab, an escape) are escaped in the trace and the statistics JSON, and read
+// back as they were pushed.
+TEST_P(ProfilerTest, NamesWithControlCharactersRoundTripThroughTheJson) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  const std::set<std::string> names = {"line\nbreak", "tab\there", "quote\"and\\slash",
+                                       std::string("esc\x1b[0m")};
+  for (const std::string& name : names) {
+    e->PushSync([](RunContext) {}, Context::CPU(), {}, {v}, FnProperty::kNormal, 0, name.c_str());
+  }
+  e->WaitForAll();
+  const std::string trace_path = TempPath("controls.json");
+  const std::string stats_path = TempPath("controls_stats.json");
+  DumpProfile(*e, trace_path);
+  std::ostringstream table;
+  DumpProfileStats(*e, table, stats_path);
+  std::set<std::string> in_trace, in_stats;
+  // Held in named objects: a range-for over a member of a temporary json
+  // would read it after the temporary is gone.
+  const json trace = ReadJson(trace_path);
+  const json stats = ReadJson(stats_path);
+  for (const json& ev : trace["traceEvents"]) {
+    if (IsFunctionEvent(ev)) in_trace.insert(ev["name"].get<std::string>());
+  }
+  for (const json& f : stats["functions"]) in_stats.insert(f["name"].get<std::string>());
+  EXPECT_EQ(in_trace, names);
+  EXPECT_EQ(in_stats, names);
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(trace_path.c_str());
+  std::remove(stats_path.c_str());
+}
+
 // Bug: DumpProfileStats left std::fixed and setprecision(3) on the caller's
 // stream.
 TEST_P(ProfilerTest, StatsLeaveTheCallersStreamFormatAlone) {

@@ -81,6 +81,46 @@ TEST_P(ProfilerTest, TraceHasNamedRowsEventsFlowsAndCounters) {
 // row, from the call to the return, WaitForVar's with its var. They are not
 // functions: the statistics, the graph and the function count leave them
 // out.
+// Each function event names its property and its device, for every
+// property and device kind (with a simulated GPU for the GPU's pools).
+TEST_P(ProfilerTest, EventsNameEveryPropertyAndDeviceKind) {
+  EngineOptions o;
+  o.kind = GetParam();
+  o.cpu_worker_threads = 2;
+  o.simulated_gpus = 1;
+  auto e = CreateEngine(o);
+  SetProfiling(*e, true);
+  VarHandle v = e->NewVariable();
+  const auto nothing = [](RunContext) {};
+  e->PushSync(nothing, Context::CPU(), {}, {v}, FnProperty::kNormal, 0, "normal");
+  e->PushSync(nothing, Context::CPU(), {}, {v}, FnProperty::kCPUPrioritized, 0, "prioritized");
+  e->PushAsync([](RunContext, CallbackOnComplete done) { done(); }, Context::CPU(), {}, {v},
+               FnProperty::kAsync, 0, "async");
+  e->PushSync(nothing, Context::GPU(0), {}, {v}, FnProperty::kCopyToGPU, 0, "to_gpu");
+  e->PushSync(nothing, Context::GPU(0), {}, {v}, FnProperty::kCopyFromGPU, 0, "from_gpu");
+  e->PushSync(nothing, Context::GPU(0), {}, {v}, FnProperty::kNormal, 0, "on_gpu");
+  e->PushSync(nothing, Context::CPUPinned(0), {}, {v}, FnProperty::kNormal, 0, "pinned");
+  e->WaitForAll();
+  const std::string path = TempPath("properties.json");
+  DumpProfile(*e, path);
+  std::map<std::string, std::pair<std::string, std::string>> got;  // name -> (property, device)
+  const json trace = ReadJson(path);
+  for (const json& ev : trace["traceEvents"]) {
+    if (!IsFunctionEvent(ev)) continue;
+    got[ev["name"].get<std::string>()] = {ev["args"]["property"].get<std::string>(),
+                                          ev["args"]["device"].get<std::string>()};
+  }
+  const std::map<std::string, std::pair<std::string, std::string>> want = {
+      {"normal", {"kNormal", "cpu(0)"}},        {"prioritized", {"kCPUPrioritized", "cpu(0)"}},
+      {"async", {"kAsync", "cpu(0)"}},          {"to_gpu", {"kCopyToGPU", "gpu(0)"}},
+      {"from_gpu", {"kCopyFromGPU", "gpu(0)"}}, {"on_gpu", {"kNormal", "gpu(0)"}},
+      {"pinned", {"kNormal", "cpu_pinned(0)"}}};
+  EXPECT_EQ(got, want);
+  e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(path.c_str());
+}
+
 TEST_P(ProfilerTest, WaitsAreInTheTraceOnTheWaitingThreadsRow) {
   auto e = MakeEngine();
   SetProfiling(*e, true);
