@@ -163,17 +163,6 @@ DEPENGINE_REGISTER_SIMPLE_OP(test_checks_no_grad)
     .set_function(DeviceType::kCPU, Identity)
     .describe("identity without a gradient");
 
-// The message of the E that f() raises, or a note that it raised none.
-template <class E, class F>
-std::string Raised(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "nothing of the expected type was raised";
-}
-
 class ExecutorChecksTest : public EngineTest {
  protected:
   ExecutorOptions Options(std::map<std::string, TShape> shapes, int dtype = kFloat64) {

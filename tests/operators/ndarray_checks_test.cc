@@ -19,18 +19,6 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// The message of the std::invalid_argument that f() raises, or a note that
-// it raised none.
-template <class F>
-std::string InvalidArgument(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "no std::invalid_argument";
-}
-
 class NDArrayChecksTest : public EngineTest {
  protected:
   template <class T>
@@ -98,16 +86,17 @@ TEST_P(NDArrayChecksTest, CombiningArraysThatDifferIsRejected) {
     NDArray elsewhere(TShape{3}, Context::CPU(), other_engine.get());
     elsewhere = 1.0;
 
-    EXPECT_THAT(InvalidArgument([&] { return a + wide; }),
+    EXPECT_THAT(Raised<std::invalid_argument>([&] { return a + wide; }),
                 AllOf(HasSubstr("operator+"), HasSubstr("types float32 and float64 differ")));
-    EXPECT_THAT(InvalidArgument([&] { a *= wide; }),
+    EXPECT_THAT(Raised<std::invalid_argument>([&] { a *= wide; }),
                 AllOf(HasSubstr("NDArray::operator*="), HasSubstr("float32 and float64")));
-    EXPECT_THAT(InvalidArgument([&] { return a - cpu1; }),
+    EXPECT_THAT(Raised<std::invalid_argument>([&] { return a - cpu1; }),
                 AllOf(HasSubstr("operator-"), HasSubstr("different contexts")));
-    EXPECT_THAT(InvalidArgument([&] { a += cpu1; }), HasSubstr("different contexts"));
-    EXPECT_THAT(InvalidArgument([&] { return a / elsewhere; }),
+    EXPECT_THAT(Raised<std::invalid_argument>([&] { a += cpu1; }), HasSubstr("different contexts"));
+    EXPECT_THAT(Raised<std::invalid_argument>([&] { return a / elsewhere; }),
                 AllOf(HasSubstr("operator/"), HasSubstr("different engines")));
-    EXPECT_THAT(InvalidArgument([&] { a -= elsewhere; }), HasSubstr("different engines"));
+    EXPECT_THAT(Raised<std::invalid_argument>([&] { a -= elsewhere; }),
+                HasSubstr("different engines"));
     EXPECT_THAT(elsewhere.ToVector(), ElementsAre(1, 1, 1));
   }
   other_engine->WaitForAll();
@@ -125,10 +114,10 @@ TEST_P(NDArrayChecksTest, CopyFromHostChecksCountAndType) {
   NDArray a = Make(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
   const std::vector<float> five{9, 9, 9, 9, 9};
   const std::vector<double> six{9, 9, 9, 9, 9, 9};
-  EXPECT_THAT(InvalidArgument([&] { a.SyncCopyFromCPU(five.data(), five.size()); }),
+  EXPECT_THAT(Raised<std::invalid_argument>([&] { a.SyncCopyFromCPU(five.data(), five.size()); }),
               AllOf(HasSubstr("NDArray::SyncCopyFromCPU"), HasSubstr("got 5 float32 elements"),
                     HasSubstr("float32 array of shape (2,3)")));
-  EXPECT_THAT(InvalidArgument([&] { a.SyncCopyFromCPU(six.data(), six.size()); }),
+  EXPECT_THAT(Raised<std::invalid_argument>([&] { a.SyncCopyFromCPU(six.data(), six.size()); }),
               AllOf(HasSubstr("got 6 float64 elements"), HasSubstr("float32 array")));
   EXPECT_THAT(a.ToVector(), ElementsAre(1, 2, 3, 4, 5, 6));
 }
@@ -140,10 +129,10 @@ TEST_P(NDArrayChecksTest, CopyFromToChecksShapeTypeAndEngine) {
   NDArray from = Make(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
   NDArray transposed = Make(std::vector<float>{0, 0, 0, 0, 0, 0}, {3, 2});
   NDArray wide = Make(std::vector<double>{0, 0, 0, 0, 0, 0}, {2, 3});
-  EXPECT_THAT(InvalidArgument([&] { CopyFromTo(from, &transposed); }),
+  EXPECT_THAT(Raised<std::invalid_argument>([&] { CopyFromTo(from, &transposed); }),
               HasSubstr("CopyFromTo: cannot copy a float32 array of shape (2,3) into a float32 "
                         "array of shape (3,2)"));
-  EXPECT_THAT(InvalidArgument([&] { CopyFromTo(from, &wide); }),
+  EXPECT_THAT(Raised<std::invalid_argument>([&] { CopyFromTo(from, &wide); }),
               HasSubstr("float32 array of shape (2,3) into a float64 array of shape (2,3)"));
   EngineOptions o;
   o.kind = EngineKind::kNaive;
@@ -151,7 +140,7 @@ TEST_P(NDArrayChecksTest, CopyFromToChecksShapeTypeAndEngine) {
   {
     NDArray elsewhere(TShape{2, 3}, Context::CPU(), other_engine.get());
     elsewhere = 7.0;
-    EXPECT_THAT(InvalidArgument([&] { CopyFromTo(from, &elsewhere); }),
+    EXPECT_THAT(Raised<std::invalid_argument>([&] { CopyFromTo(from, &elsewhere); }),
                 AllOf(HasSubstr("CopyFromTo"), HasSubstr("different engines")));
     EXPECT_THAT(elsewhere.ToVector(), ::testing::Each(7.0f));
   }
@@ -174,10 +163,10 @@ TEST_P(NDArrayChecksTest, SamplingWithAnotherEnginesResourcesIsRejected) {
     ResourceManager other(other_engine.get());
     NDArray a(TShape{4}, Context::CPU(), engine());
     a = 5.0;
-    EXPECT_THAT(InvalidArgument([&] { SampleUniform(0, 1, &a, &other); }),
+    EXPECT_THAT(Raised<std::invalid_argument>([&] { SampleUniform(0, 1, &a, &other); }),
                 AllOf(HasSubstr("SampleUniform"),
                       HasSubstr("the resource manager and the array belong to different engines")));
-    EXPECT_THAT(InvalidArgument([&] { SampleGaussian(0, 1, &a, &other); }),
+    EXPECT_THAT(Raised<std::invalid_argument>([&] { SampleGaussian(0, 1, &a, &other); }),
                 HasSubstr("SampleGaussian"));
     EXPECT_THAT(a.ToVector(), ::testing::Each(5.0f));
     SampleUniform(0, 1, &a, resources());

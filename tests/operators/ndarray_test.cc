@@ -71,7 +71,7 @@ TEST(TShapeTest, SizeRejectsNegativeDimsAndOverflow) {
   ExpectRejected([&] { return TShape{-2, -3}.Size(); }, "(-2,-3)");
   ExpectRejected([&] { return TShape{0, -3}.Size(); }, "(0,-3)");
   ExpectRejected([&] { return TShape{TShape::kMaxSize + 1}.Size(); },
-                  "(" + std::to_string(TShape::kMaxSize + 1) + ",)");
+                 "(" + std::to_string(TShape::kMaxSize + 1) + ",)");
   EXPECT_EQ(TShape{TShape::kMaxSize}.Size(), TShape::kMaxSize);
   EXPECT_EQ((TShape{0, kBig, kBig}.Size()), 0);  // a zero dimension: no overflow
   EXPECT_EQ((TShape{kBig, 0}.ProdShape(1, 2)), 0);

@@ -26,17 +26,6 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// The message of the E that f() raises, or a note that it raised none.
-template <class E, class F>
-std::string Raised(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "nothing of the expected type was raised";
-}
-
 class OperatorChecksTest : public EngineTest {};
 
 // With flatten=false FullyConnected maps the last axis and keeps the

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "depengine/engine.h"
@@ -37,6 +38,19 @@ class EngineTest : public ::testing::TestWithParam<EngineKind> {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ResourceManager> resources_;
 };
+
+// The message of the exception of type E that f() raises, or a note that
+// it raised none of that type (so that EXPECT_THAT(..., HasSubstr(...))
+// reports what happened).
+template <class E, class F>
+std::string Raised(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "nothing of the expected type was raised";
+}
 
 inline std::string EngineKindParamName(const ::testing::TestParamInfo<EngineKind>& info) {
   return EngineKindName(info.param);

@@ -125,17 +125,6 @@ void NoUnaryGrad(const OutputGrad&, const EnvArguments&, TBlob*, OpReqType, RunC
 void NoBinaryGrad(const OutputGrad&, const EnvArguments&, TBlob*, TBlob*, OpReqType, OpReqType,
                   RunContext) {}
 
-// The message of the E that f() raises, or a note that it raised none.
-template <class E, class F>
-std::string Raised(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "nothing of the expected type was raised";
-}
-
 class SimpleOpChecksTest : public EngineTest {
  protected:
   NDArray Make(std::vector<float> v, TShape s) {
