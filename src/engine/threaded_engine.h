@@ -258,6 +258,10 @@ class ThreadedEngine : public Engine {
   // A callback called on this thread is finishing a function of this engine
   // (the function counts as pending until that completion returns).
   bool CompletingCallbackHere() const;
+  // Throws std::logic_error, naming `call` (WaitForAll or WaitForVar), when
+  // a wait on this thread would wait for itself: the thread runs one of
+  // this engine's functions, or is one of its workers.
+  void CheckWaitFromHere(const char* call) const;
 
   const EngineOptions options_;
   // A forked child inherits engines but not their threads: it neither

@@ -73,17 +73,21 @@ void ThreadedEngine::WaitPendingZero(int slot) {
   idle_waiters_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-void ThreadedEngine::WaitForAll() {
+void ThreadedEngine::CheckWaitFromHere(const char* call) const {
   if (OnOwnThread()) {
-    throw std::logic_error(
-        "WaitForAll called from inside a function running on the same engine "
-        "(it would deadlock)");
+    throw std::logic_error(std::string(call) +
+                           " called from inside a function running on the same engine "
+                           "(it would deadlock)");
   }
   if (OnOwnWorker()) {
-    throw std::logic_error(
-        "WaitForAll called on one of the same engine's worker threads, for example from a "
-        "destructor in a deleted operator's closure (it would deadlock)");
+    throw std::logic_error(std::string(call) +
+                           " called on one of the same engine's worker threads, for example from a "
+                           "destructor in a deleted operator's closure (it would deadlock)");
   }
+}
+
+void ThreadedEngine::WaitForAll() {
+  CheckWaitFromHere("WaitForAll");
   // A callback's caller finishing a function of this engine: the function
   // is counted until its completion returns, so waiting here (from a
   // destructor in its closure, say) would wait for itself.
@@ -127,16 +131,7 @@ void ThreadedEngine::WaitForAll() {
 
 void ThreadedEngine::WaitForVar(VarHandle var) {
   CheckVar(var, "WaitForVar");
-  if (OnOwnThread()) {
-    throw std::logic_error(
-        "WaitForVar called from inside a function running on the same engine "
-        "(it would deadlock)");
-  }
-  if (OnOwnWorker()) {
-    throw std::logic_error(
-        "WaitForVar called on one of the same engine's worker threads, for example from a "
-        "destructor in a deleted operator's closure (it would deadlock)");
-  }
+  CheckWaitFromHere("WaitForVar");
   FailurePtr failure;
   bool idle;
   {
