@@ -521,59 +521,78 @@ void ThreadedEngine::EnqueueGeneral(OprBlock* b, const char* call,
   // concurrent pushes then queue on all their shared vars in the same
   // relative order, which is what makes pushing from several threads
   // deadlock-free and serializable.
-  Var* settle_inline[8];
-  std::vector<Var*> settle_more;
-  // Allocated before the locks: nothing may throw while they are held.
-  if (slots.size() > 8) settle_more.reserve(slots.size() - 8);
-  for (std::size_t i = 0; i < slots.size(); ++i) {
+  // The vars, and those to settle, copied out of b: once its last slot is
+  // published, b may be granted, run and recycled by other threads (see
+  // below), so the unlocks and settles must not read its slots. On the
+  // stack up to 8 vars; allocated before the locks otherwise, since nothing
+  // may throw while they are held.
+  const std::size_t count = slots.size();
+  Var* inline_storage[16];
+  std::unique_ptr<Var*[]> heap_storage;
+  if (count > 8) heap_storage = std::make_unique<Var*[]>(2 * count);
+  Var** const vars = count > 8 ? heap_storage.get() : inline_storage;
+  Var** const to_settle = vars + count;
+  for (std::size_t i = 0; i < count; ++i) {
     Var* v = slots[i].var;
+    vars[i] = v;
     v->push_lock.lock();
     if (v->deleted.load(std::memory_order_relaxed)) [[unlikely]] {
-      for (std::size_t k = 0; k <= i; ++k) slots[k].var->push_lock.unlock();
+      for (std::size_t k = 0; k <= i; ++k) vars[k]->push_lock.unlock();
       RecycleBlock(b);
       throw std::invalid_argument(Named(
           call, mark_deleted ? "DeleteVariable called twice on the same var" : "var was deleted"));
     }
   }
-  if (mark_deleted) slots[0].var->deleted.store(true, std::memory_order_relaxed);
+  if (mark_deleted) vars[0]->deleted.store(true, std::memory_order_relaxed);
   // With every var's push lock held: two profiled pushes that share a var
   // get their seqs in the order they queue on it (the graph's order).
   if (b->profile != nullptr) profiler_->AssignSeq(b->profile);
   CountPush(b);
-  // One grant per slot, plus one held by this pusher until every var is
-  // settled, so that nobody dispatches b while we still use it. Published
-  // to the grant sides by their locks (release).
-  const auto n = static_cast<std::int32_t>(slots.size());
-  b->wait.store(n + 1, std::memory_order_relaxed);
-  std::int32_t taken = 1;  // grants this pusher took, plus its hold
-  int settle_count = 0;
-  for (VarSlot& s : slots) {
+  // One grant per slot. The grants this pusher takes while appending are
+  // applied at the end, in one update, and until then keep b from being
+  // dispatched by anyone else. A push that took none (its vars are busy, as
+  // when the pusher runs ahead) makes no update of its own, so no locked
+  // instruction on b's line: the thread that applies the last grant
+  // dispatches b. From the last slot's publication (a grant side's unlock
+  // in Append, or the push-lock unlocks below) b may then run and be
+  // recycled at any time, so this pusher reads nothing more of it unless it
+  // holds a grant. Published to the grant sides by their locks (release).
+  const auto n = static_cast<std::int32_t>(count);
+  b->wait.store(n, std::memory_order_relaxed);
+  std::int32_t taken = 0;  // grants this pusher took and has not applied
+  std::size_t settle_count = 0;
+  VarSlot* const slot_data = slots.data();
+  for (std::size_t i = 0; i < count; ++i) {
     bool granted = false;
-    if (s.var->Append(&s, &granted) == Var::AppendResult::kNeedsSettle) {
-      if (settle_count < 8) {
-        settle_inline[settle_count++] = s.var;
-      } else {
-        settle_more.push_back(s.var);
-      }
+    if (vars[i]->Append(&slot_data[i], &granted) == Var::AppendResult::kNeedsSettle) {
+      to_settle[settle_count++] = vars[i];
     }
     if (granted) ++taken;
   }
-  for (VarSlot& s : slots) s.var->push_lock.unlock();
+  for (std::size_t i = 0; i < count; ++i) vars[i]->push_lock.unlock();
 
   if (settle_count > 0) {
     GrantList granted;
-    for (int i = 0; i < settle_count; ++i) settle_inline[i]->Settle(&granted);
-    for (Var* v : settle_more) v->Settle(&granted);
-    // The hold keeps b from being recycled, so a granted b is this push's.
-    taken += HandOutGrants(granted, b);
+    for (std::size_t i = 0; i < settle_count; ++i) to_settle[i]->Settle(&granted);
+    if (taken > 0) {
+      // The grants held keep b alive, so a granted b is this push's: apply
+      // its grants with the others, in the update below.
+      taken += HandOutGrants(granted, b);
+    } else {
+      // b may already be gone and its block reused: every grant, b's
+      // included, is applied one by one, and whoever applies b's last one
+      // dispatches it.
+      HandOutGrants(granted, nullptr);
+    }
   }
-  // Every grant taken here: nobody else saw a slot of b wait, so no other
-  // thread touches b->wait and the atomic update can be skipped.
-  const bool ready = taken == n + 1 || b->wait.fetch_sub(taken, std::memory_order_acq_rel) == taken;
-  if (ready) {
-    if (b->profile != nullptr) Profiler::MarkReady(b->profile);
-    Dispatch(b);
+  // Every grant taken here (or a push of no vars): nobody else saw a slot of
+  // b wait, so no other thread touches b->wait and the atomic update can be
+  // skipped. With none taken, b is no longer this pusher's to touch.
+  if (taken != n && (taken == 0 || b->wait.fetch_sub(taken, std::memory_order_acq_rel) != taken)) {
+    return;
   }
+  if (b->profile != nullptr) Profiler::MarkReady(b->profile);
+  Dispatch(b);
 }
 
 void ThreadedEngine::HandOutGrantsProfiled(const GrantList& granted,

@@ -24,6 +24,23 @@ constexpr bool kProfilerBuilt = true;
 using VarPool = ObjectPool<Var>;
 using OprPool = ObjectPool<Opr>;
 
+// The engine's lists of live vars and of live operators are intrusive,
+// through each object's live_prev and live_next; the caller holds the
+// engine's live_mu_, which guards both.
+template <class T>
+void LinkLive(T* x, T*& head) {
+  x->live_prev = nullptr;
+  x->live_next = head;
+  if (head != nullptr) head->live_prev = x;
+  head = x;
+}
+template <class T>
+void UnlinkLive(T* x, T*& head) {
+  if (x->live_prev != nullptr) x->live_prev->live_next = x->live_next;
+  if (x->live_next != nullptr) x->live_next->live_prev = x->live_prev;
+  if (head == x) head = x->live_next;
+}
+
 // `call`'s name before the problem: the form of every error message.
 inline std::string Named(const char* call, const std::string& what) {
   return std::string(call) + ": " + what;

@@ -141,10 +141,7 @@ VarHandle ThreadedEngine::NewVariable() {
   v->Init(this);
   v->profile_id = next_profile_id.fetch_add(1, std::memory_order_relaxed);
   MutexLock lock(live_mu_);
-  v->live_prev = nullptr;
-  v->live_next = live_vars_;
-  if (live_vars_ != nullptr) live_vars_->live_prev = v;
-  live_vars_ = v;
+  LinkLive(v, live_vars_);
   return v;
 }
 
@@ -158,9 +155,7 @@ void ThreadedEngine::FreeVar(Var* v) {
   Var* reusable;
   {
     MutexLock lock(live_mu_);
-    if (v->live_prev != nullptr) v->live_prev->live_next = v->live_next;
-    if (v->live_next != nullptr) v->live_next->live_prev = v->live_prev;
-    if (live_vars_ == v) live_vars_ = v->live_next;
+    UnlinkLive(v, live_vars_);
     reusable = dead_vars_.Admit(v);
   }
   if (reusable != nullptr) VarPool::Free(reusable);
@@ -202,10 +197,7 @@ OprHandle ThreadedEngine::NewOperator(AsyncFn fn, const std::vector<VarHandle>& 
   op->finished.store(0, std::memory_order_relaxed);
   op->magic.store(Opr::kLive, std::memory_order_relaxed);
   MutexLock lock(live_mu_);
-  op->live_prev = nullptr;
-  op->live_next = live_oprs_;
-  if (live_oprs_ != nullptr) live_oprs_->live_prev = op;
-  live_oprs_ = op;
+  LinkLive(op, live_oprs_);
   return op;
 }
 
@@ -239,9 +231,7 @@ void ThreadedEngine::FreeOpr(Opr* op) {
   Opr* reusable;
   {
     MutexLock lock(live_mu_);
-    if (op->live_prev != nullptr) op->live_prev->live_next = op->live_next;
-    if (op->live_next != nullptr) op->live_next->live_prev = op->live_prev;
-    if (live_oprs_ == op) live_oprs_ = op->live_next;
+    UnlinkLive(op, live_oprs_);
     reusable = dead_oprs_.Admit(op);
   }
   if (reusable != nullptr) OprPool::Free(reusable);

@@ -295,14 +295,14 @@ struct alignas(128) OprBlock {
 
   // Takes one grant; returns true when the block became ready.
   //
-  // A count of 1 seen here is this grant's own: every other grant and the
-  // pusher's hold were taken already (each once; the count never rises once
-  // the block is published), so nobody else updates it again, and the
-  // read-modify-write, a locked instruction that waits for every earlier
-  // store of this thread, is skipped: the common case of a chain, whose
-  // every block waits on its one var. acquire, as the fetch_sub's: pairs
-  // with the release of the update that left the 1 (or, in PushSingle, with
-  // the var lock that published the store of it).
+  // A count of 1 seen here is this grant's own: every other grant, those
+  // the pusher took itself included, was applied already (each once; the
+  // count never rises once the block is published), so nobody else updates
+  // it again, and the read-modify-write, a locked instruction that waits for
+  // every earlier store of this thread, is skipped: the common case of a
+  // chain, whose every block waits on its one var. acquire, as the
+  // fetch_sub's: pairs with the release of the update that left the 1 (or,
+  // where the pusher stored it, with the var lock that published the slot).
   bool Grant() {
     if (wait.load(std::memory_order_acquire) == 1) return true;
     return wait.fetch_sub(1, std::memory_order_acq_rel) == 1;

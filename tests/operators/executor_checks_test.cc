@@ -32,17 +32,6 @@ using ::testing::HasSubstr;
 //   overwrite_input  InferShape replaces the known input shape with (7,)
 //   duplicate_args   ListArguments names "w" twice
 //   no_gradient      the Operator does not override Backward
-struct SquareParam {
-  std::string mode;
-  static const ParamSchema<SquareParam>& Schema() {
-    static const ParamSchema<SquareParam> s = [] {
-      ParamSchema<SquareParam> s;
-      s.Field("mode", &SquareParam::mode).set_default("ok");
-      return s;
-    }();
-    return s;
-  }
-};
 template <class T>
 void SquareForward(const TBlob& x, const TBlob& y, OpReqType req) {
   for (std::size_t i = 0; i < y.Size(); ++i) {
@@ -77,11 +66,9 @@ class SquareOp : public SquareForwardOnlyOp {
 };
 class SquareProp : public OperatorProperty {
  public:
-  void Init(const KwArgs& kw) override {
-    SquareParam::Schema().Init(&p_, kw, "test_checks_square");
-  }
+  void Init(const KwArgs& kw) override { ModeParam::Schema().Init(&p_, kw, "test_checks_square"); }
   std::map<std::string, std::string> GetParams() const override {
-    return SquareParam::Schema().ToMap(p_);
+    return ModeParam::Schema().ToMap(p_);
   }
   std::vector<std::string> ListArguments() const override {
     if (p_.mode == "duplicate_args") return {"data", "w", "w"};
@@ -117,7 +104,7 @@ class SquareProp : public OperatorProperty {
   std::string TypeString() const override { return "test_checks_square"; }
 
  private:
-  SquareParam p_;
+  ModeParam p_;
 };
 DEPENGINE_REGISTER_OP_PROPERTY(test_checks_square, SquareProp);
 

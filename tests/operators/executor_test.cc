@@ -96,17 +96,6 @@ DEPENGINE_REGISTER_SIMPLE_OP(test_exec_nonneg)
 //   empty_output          InferShape gives the output no elements: (0, n)
 //   outputs_mismatch      NumOutputs() is 3, ListOutputs() names 1
 //   no_visible_outputs    NumVisibleOutputs() is 0
-struct DeclParam {
-  std::string mode;
-  static const ParamSchema<DeclParam>& Schema() {
-    static const ParamSchema<DeclParam> s = [] {
-      ParamSchema<DeclParam> s;
-      s.Field("mode", &DeclParam::mode).set_default("ok");
-      return s;
-    }();
-    return s;
-  }
-};
 class DeclOp : public Operator {
  public:
   void Forward(const OpContext&, const std::vector<TBlob>& in, const std::vector<OpReqType>& req,
@@ -130,10 +119,10 @@ class DeclOp : public Operator {
 class DeclProp : public OperatorProperty {
  public:
   void Init(const KwArgs& kw) override {
-    DeclParam::Schema().Init(&p_, kw, "test_exec_declarations");
+    ModeParam::Schema().Init(&p_, kw, "test_exec_declarations");
   }
   std::map<std::string, std::string> GetParams() const override {
-    return DeclParam::Schema().ToMap(p_);
+    return ModeParam::Schema().ToMap(p_);
   }
   std::vector<std::string> ListAuxiliaryStates() const override { return {"state"}; }
   int NumOutputs() const override { return p_.mode == "outputs_mismatch" ? 3 : 1; }
@@ -173,7 +162,7 @@ class DeclProp : public OperatorProperty {
   std::string TypeString() const override { return "test_exec_declarations"; }
 
  private:
-  DeclParam p_;
+  ModeParam p_;
 };
 DEPENGINE_REGISTER_OP_PROPERTY(test_exec_declarations, DeclProp);
 

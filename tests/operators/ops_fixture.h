@@ -9,6 +9,7 @@
 #include <string>
 
 #include "depengine/engine.h"
+#include "depengine/parameter.h"
 #include "depengine/resource.h"
 
 namespace depengine::test {
@@ -37,6 +38,21 @@ class EngineTest : public ::testing::TestWithParam<EngineKind> {
  private:
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ResourceManager> resources_;
+};
+
+// The one parameter of the tests' deliberately faulty operators: `mode`
+// names the mistake the operator makes ("ok": none). Each such operator
+// lists its modes where it is defined.
+struct ModeParam {
+  std::string mode;
+  static const ParamSchema<ModeParam>& Schema() {
+    static const ParamSchema<ModeParam> s = [] {
+      ParamSchema<ModeParam> s;
+      s.Field("mode", &ModeParam::mode).set_default("ok");
+      return s;
+    }();
+    return s;
+  }
 };
 
 // The message of the exception of type E that f() raises, or a note that
