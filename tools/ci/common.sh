@@ -5,6 +5,8 @@
 # Environment:
 #   DEPENGINE_CI_JOBS   parallel build and test jobs (default 2: the CI machine)
 #   DEPENGINE_CI_FRESH  1 = delete the build directory first
+#   DEPENGINE_CI_CLEAN  1 = delete each build directory once its stage is
+#                       over (.ci/run sets it: see release_build_dir)
 
 set -euo pipefail
 
@@ -48,11 +50,39 @@ configure() {
   shift
   if [[ "${DEPENGINE_CI_FRESH:-0}" == 1 ]]; then rm -rf "$dir"; fi
   mkdir -p "$dir"
+  rm -f "$dir/.released"
   cmake -S "$DEPENGINE_ROOT" -B "$dir" -G Ninja "$@" >"$dir/configure.log" 2>&1 || {
     cat "$dir/configure.log" >&2
     note_failure "configure ($dir)"
     return 1
   }
+}
+
+# release_build_dir DIR [KEEP...]: with DEPENGINE_CI_CLEAN=1, deletes DIR
+# once its stage is over, except the entries KEEP names (relative to DIR),
+# and logs how much disk that gave back. The CI machine's disk is not ours
+# to size (one CI run died of "No space left on device" with every build
+# kept), so .ci/run holds one build at a time. Without DEPENGINE_CI_CLEAN,
+# builds stay for the next incremental run.
+release_build_dir() {
+  local dir=$1
+  shift
+  [[ "${DEPENGINE_CI_CLEAN:-0}" == 1 && -d "$dir" && ! -e "$dir/.released" ]] || return 0
+  local mib keep=() entry
+  mib=$(du -sm "$dir" | cut -f1) || mib="?"
+  for entry in "$@"; do keep+=(! -name "$entry"); done
+  find "$dir" -mindepth 1 -maxdepth 1 "${keep[@]}" -exec rm -rf {} + || true
+  touch "$dir/.released"
+  ci_log "removed $dir (${mib} MiB)${*:+, kept $*}; $(df -m --output=avail "$dir" | tail -1 | tr -d ' ') MiB free"
+}
+
+# release_build_dir_on_exit DIR [KEEP...]: the same when the script ends, on
+# every path out of it (a failed build under set -e included).
+release_build_dir_on_exit() {
+  local args
+  printf -v args '%q ' "$@"
+  # shellcheck disable=SC2064  # expand now: the script's variables change
+  trap "release_build_dir $args || true" EXIT
 }
 
 # build DIR [TARGET...]

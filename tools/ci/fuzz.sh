@@ -15,9 +15,10 @@ cd "$DEPENGINE_ROOT"
 ensure_packages "${BASE_PACKAGES[@]}"
 
 dir=build-fuzz
+release_build_dir_on_exit "$dir" artifacts fuzz.log
 phase_start "fuzz: configure + build ($dir)"
 configure "$dir" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -gz" \
   -DDEPENGINE_SANITIZE=address,undefined,fuzzer-no-link -DDEPENGINE_BUILD_FUZZER=ON \
   -DDEPENGINE_BUILD_TESTS=OFF -DDEPENGINE_BUILD_BENCH=OFF -DDEPENGINE_BUILD_EXAMPLES=OFF
 build "$dir" depengine_fuzzer depengine_fuzz_replay

@@ -4,8 +4,9 @@
 #   build-tsan   -DDEPENGINE_SANITIZE=thread
 #   build-asan   -DDEPENGINE_SANITIZE=address,undefined (LeakSanitizer on)
 # Usage: tools/ci/sanitizers.sh [thread|address,undefined]...   (default: both)
-# Assertions stay on (-O1 -g, no NDEBUG). Every finding fails the test that
-# hit it (halt_on_error). See docs/reliability.md.
+# Assertions stay on (-O1 -g -gz, no NDEBUG; -gz compresses the debug info,
+# a third of the disk). Every finding fails the test that hit it
+# (halt_on_error). See docs/reliability.md.
 #
 # The compiler is GCC by default: its sanitizer runtimes are shared
 # libraries, so a test may replace the global operator new (the allocation
@@ -37,9 +38,10 @@ for san in "${sanitizers[@]}"; do
     address,undefined) dir=build-asan; scale=${DEPENGINE_TEST_SCALE:-0.5} ;;
     *) echo "unknown sanitizer set '$san' (expected thread or address,undefined)" >&2; exit 2 ;;
   esac
+  release_build_dir_on_exit "$dir"
   phase_start "$san: configure + build ($dir)"
   configure "$dir" -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -gz" \
     -DDEPENGINE_SANITIZE="$san" -DDEPENGINE_BUILD_BENCH=OFF
   if ! build_keep_going "$dir"; then
     ci_log "$san: some targets failed to build; running the tests that did build"
@@ -51,6 +53,7 @@ for san in "${sanitizers[@]}"; do
     status=1
   fi
   phase_end
+  release_build_dir "$dir"
 done
 phase_report
 exit $status

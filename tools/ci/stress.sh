@@ -16,6 +16,7 @@ if [[ "${1:-}" == "--full" ]]; then
 fi
 
 dir=build-rel-stress
+release_build_dir_on_exit "$dir"
 phase_start "stress: configure + build ($dir)"
 configure "$dir" -DCMAKE_BUILD_TYPE=Release -DDEPENGINE_BUILD_TESTS=OFF \
   -DDEPENGINE_BUILD_BENCH=OFF -DDEPENGINE_BUILD_EXAMPLES=OFF

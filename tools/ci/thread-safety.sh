@@ -26,9 +26,10 @@ rm -f "$probe_log"
 phase_end
 
 dir=build-tsa
+release_build_dir_on_exit "$dir"
 phase_start "thread-safety: configure + build ($dir)"
 configure "$dir" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -gz" \
   -DDEPENGINE_THREAD_SAFETY=ON -DDEPENGINE_WERROR=ON -DDEPENGINE_BUILD_BENCH=OFF
 build "$dir"
 phase_end
