@@ -14,6 +14,7 @@
 
 #include "depengine/executor.h"
 #include "depengine/simple_op.h"
+#include "executor_fixture.h"
 #include "ops_fixture.h"
 
 namespace depengine::test {
@@ -150,17 +151,7 @@ DEPENGINE_REGISTER_SIMPLE_OP(test_checks_no_grad)
     .set_function(DeviceType::kCPU, Identity)
     .describe("identity without a gradient");
 
-class ExecutorChecksTest : public EngineTest {
- protected:
-  ExecutorOptions Options(std::map<std::string, TShape> shapes, int dtype = kFloat64) {
-    ExecutorOptions o;
-    o.engine = engine();
-    o.resources = resources();
-    o.dtype = dtype;
-    o.arg_shapes = std::move(shapes);
-    return o;
-  }
-};
+class ExecutorChecksTest : public ExecutorEngineTest {};
 
 // A shared array whose shape, type or engine contradicts the options is
 // refused when the executor is bound, naming the variable.

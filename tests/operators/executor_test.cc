@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "depengine/simple_op.h"
+#include "executor_fixture.h"
 #include "ops_fixture.h"
 
 namespace depengine::test {
@@ -274,17 +275,8 @@ int CollectFailures(const Executor& ex) {
   return failures;
 }
 
-class ExecutorTest : public EngineTest {
+class ExecutorTest : public ExecutorEngineTest {
  protected:
-  ExecutorOptions Options(std::map<std::string, TShape> shapes, int dtype = kFloat64) {
-    ExecutorOptions o;
-    o.engine = engine();
-    o.resources = resources();
-    o.dtype = dtype;
-    o.arg_shapes = std::move(shapes);
-    return o;
-  }
-
   // Checks d(sum(w * head)) / d(arg) for every argument with a gradient.
   void CheckGraphGradient(const Graph& g, const std::vector<NodeEntry>& heads, ExecutorOptions o,
                           const std::function<void(Executor&)>& init,
