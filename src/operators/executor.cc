@@ -52,6 +52,25 @@ void CheckAllocatable(const TShape& s, const std::string& who, const std::string
   }
 }
 
+// The body of a node's engine function: calls `call` (the operator's
+// Forward or Backward) with this run's OpContext and finishes the function
+// through `done`, with the exception `call` threw or without.
+template <typename Call>
+void RunOperatorCall(int is_train, const RunContext& rctx, const std::vector<Resource>& requested,
+                     const CallbackOnComplete& done, const Call& call) {
+  try {
+    OpContext op_ctx;
+    op_ctx.is_train = is_train;
+    op_ctx.run_ctx = rctx;
+    op_ctx.requested = requested;
+    call(op_ctx);
+  } catch (...) {
+    done(std::current_exception());
+    return;
+  }
+  done();
+}
+
 }  // namespace
 
 struct Executor::Impl {
@@ -651,17 +670,8 @@ OprHandle Executor::Impl::BuildForward(int n, bool is_train) {
   vars.Finish();
   AsyncFn fn = [op = r.op, name = r.name, in, out, aux, req = r.fwd_req, res = r.fwd_res, is_train](
                    RunContext rctx, CallbackOnComplete done) {
-    try {
-      OpContext op_ctx;
-      op_ctx.is_train = is_train;
-      op_ctx.run_ctx = rctx;
-      op_ctx.requested = res;
-      op->Forward(op_ctx, in, req, out, aux);
-    } catch (...) {
-      done(std::current_exception());
-      return;
-    }
-    done();
+    RunOperatorCall(is_train, rctx, res, done,
+                    [&](const OpContext& op_ctx) { op->Forward(op_ctx, in, req, out, aux); });
   };
   return engine->NewOperator(std::move(fn), vars.reads(), vars.writes(), FnProperty::kNormal,
                              r.name->c_str());
@@ -699,17 +709,9 @@ OprHandle Executor::Impl::BuildBackward(int n) {
   vars.Finish();
   AsyncFn fn = [op = r.op, name = r.name, og, in, out, ig, aux, req = r.bwd_req, res = r.bwd_res](
                    RunContext rctx, CallbackOnComplete done) {
-    try {
-      OpContext op_ctx;
-      op_ctx.is_train = 1;
-      op_ctx.run_ctx = rctx;
-      op_ctx.requested = res;
+    RunOperatorCall(1, rctx, res, done, [&](const OpContext& op_ctx) {
       op->Backward(op_ctx, og, in, out, req, ig, aux);
-    } catch (...) {
-      done(std::current_exception());
-      return;
-    }
-    done();
+    });
   };
   return engine->NewOperator(std::move(fn), vars.reads(), vars.writes(), FnProperty::kNormal,
                              r.name->c_str());
