@@ -8,18 +8,12 @@
 
 #include <atomic>
 
+#include "common/sanitizers.h"
+
 namespace depengine::internal {
 
-#if defined(__SANITIZE_THREAD__)
-#define DEPENGINE_TSAN_FENCE 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define DEPENGINE_TSAN_FENCE 1
-#endif
-#endif
-
 inline void SeqCstFence() {
-#ifdef DEPENGINE_TSAN_FENCE
+#if DEPENGINE_TSAN
   static std::atomic<unsigned> fence_line{0};
   fence_line.fetch_add(1, std::memory_order_seq_cst);
 #else

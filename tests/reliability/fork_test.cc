@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/sanitizers.h"
 #include "depengine/engine.h"
 #include "reliability_util.h"
 
@@ -28,16 +29,7 @@
 // allocator lock at the fork; seen with GCC 12's libasan even with the
 // parent's workers idle). The tests whose parent has engine threads at the
 // fork skip under them; the plain build runs them.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define DEPENGINE_FORK_UNSAFE_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define DEPENGINE_FORK_UNSAFE_SANITIZER 1
-#endif
-#endif
-#ifndef DEPENGINE_FORK_UNSAFE_SANITIZER
-#define DEPENGINE_FORK_UNSAFE_SANITIZER 0
-#endif
+#define DEPENGINE_FORK_UNSAFE_SANITIZER (DEPENGINE_TSAN || DEPENGINE_ASAN)
 #define SKIP_IF_SANITIZER_CANNOT_FORK_THREADS()                                      \
   do {                                                                             \
     if (DEPENGINE_FORK_UNSAFE_SANITIZER) {                                         \

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "common/sanitizers.h"
 #include "depengine/engine.h"
 #include "hold.h"
 
@@ -69,24 +70,12 @@ double Seconds(Clock::time_point since) {
 
 double MiB(std::size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-
 // Whether freed memory stays resident for a while: AddressSanitizer keeps it
 // in its quarantine (256 MiB by default) to catch uses after free, so RSS
 // grows from cycle to cycle with no leak. ASAN_OPTIONS=quarantine_size_mb=0
 // turns the quarantine off.
 bool FreedMemoryStaysResident() {
-  if (!kAddressSanitizer) return false;
+  if (!DEPENGINE_ASAN) return false;
   const char* options = std::getenv("ASAN_OPTIONS");
   const char* key = "quarantine_size_mb=";
   const char* at = options != nullptr ? std::strstr(options, key) : nullptr;
