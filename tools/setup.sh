@@ -6,7 +6,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/ci/common.sh"
 
 packages=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
           libgtest-dev libgmock-dev libbenchmark-dev
-          libopenblas-dev liblapacke-dev graphviz gnuplot nlohmann-json3-dev python3 valgrind)
+          libopenblas-dev liblapacke-dev graphviz gnuplot nlohmann-json3-dev python3 valgrind
+          spin)
 if [[ "${1:-}" == "--peers" ]]; then
   packages+=(libomp-dev libstarpu-dev libtbb-dev)
 fi
