@@ -5,8 +5,8 @@
 # model that cannot fail is caught too. See docs/reliability.md, "Protocol
 # models".
 #
-# Usage: tools/models/check_models.sh [task_queue|var_inbox|wait_for_all]...
-#   (default: all three). Needs spin and a C compiler (tools/setup.sh
+# Usage: tools/models/check_models.sh [MODEL]...   (default: every model;
+#   MODEL is task_queue, var_inbox, block_grants or wait_for_all). Needs spin and a C compiler (tools/setup.sh
 #   installs them). Exit status 1 when any check failed, 2 on bad usage.
 set -uo pipefail
 
@@ -37,6 +37,11 @@ configs=(
   "var_inbox|-DSCENARIO=3|pass"
   "var_inbox|-DSCENARIO=3 -DMUT_STATE_BEFORE_FLAG|fail"
   "var_inbox|-DSCENARIO=2 -DMUT_SINGLE_NO_PULL|fail"
+  "block_grants||pass"
+  "block_grants|-DMUT_UNORDERED_LOCKS|fail"
+  "block_grants|-DMUT_TOUCH_AFTER_PUBLISH|fail"
+  "block_grants|-DMUT_SPLIT_UPDATE|fail"
+  "block_grants|-DMUT_ONE_HOLDER|fail"
   "wait_for_all||pass"
   "wait_for_all|-DMUT_NO_GEN_RECHECK|fail"
   "wait_for_all|-DMUT_NO_CROSS_FLUSH|fail"
@@ -44,10 +49,10 @@ configs=(
 )
 
 models=("$@")
-[[ ${#models[@]} -eq 0 ]] && models=(task_queue var_inbox wait_for_all)
+[[ ${#models[@]} -eq 0 ]] && models=(task_queue var_inbox block_grants wait_for_all)
 for m in "${models[@]}"; do
   if [[ ! -f "$here/$m.pml" ]]; then
-    echo "check_models.sh: no model '$m' (expected task_queue, var_inbox or wait_for_all)" >&2
+    echo "check_models.sh: no model '$m' (expected task_queue, var_inbox, block_grants or wait_for_all)" >&2
     exit 2
   fi
 done
