@@ -6,7 +6,8 @@
 # models".
 #
 # Usage: tools/models/check_models.sh [MODEL]...   (default: every model;
-#   MODEL is task_queue, var_inbox, block_grants, wait_for_all or in_flight). Needs spin and a C compiler (tools/setup.sh
+#   MODEL is task_queue, var_inbox, block_grants, wait_for_all, in_flight,
+#   one_shot_event or opr_delete). Needs spin and a C compiler (tools/setup.sh
 #   installs them). Exit status 1 when any check failed, 2 on bad usage.
 set -uo pipefail
 
@@ -50,17 +51,24 @@ configs=(
   "in_flight|-DSCENARIO=1 -DMUT_IDLE_NO_NOTIFY|fail"
   "in_flight|-DSCENARIO=2 -DMUT_NOTIFY_NO_LOCK|fail"
   "in_flight|-DSCENARIO=2 -DMUT_WAITER_LATE|fail"
+  "one_shot_event||pass"
+  "one_shot_event|-DMUT_NOTIFY_AFTER_UNLOCK|fail"
+  "one_shot_event|-DMUT_SET_WITHOUT_LOCK|fail"
+  "opr_delete||pass"
+  "opr_delete|-DMUT_DELETE_LOAD_THEN_OR|fail"
+  "opr_delete|-DMUT_PUSH_CHECK_FIRST|fail"
   "wait_for_all||pass"
   "wait_for_all|-DMUT_NO_GEN_RECHECK|fail"
   "wait_for_all|-DMUT_NO_CROSS_FLUSH|fail"
   "wait_for_all|-DMUT_WAITER_COUNT_LATE|fail"
 )
 
+all_models=(task_queue var_inbox block_grants wait_for_all in_flight one_shot_event opr_delete)
 models=("$@")
-[[ ${#models[@]} -eq 0 ]] && models=(task_queue var_inbox block_grants wait_for_all in_flight)
+[[ ${#models[@]} -eq 0 ]] && models=("${all_models[@]}")
 for m in "${models[@]}"; do
   if [[ ! -f "$here/$m.pml" ]]; then
-    echo "check_models.sh: no model '$m' (expected task_queue, var_inbox, block_grants, wait_for_all or in_flight)" >&2
+    echo "check_models.sh: no model '$m' (expected one of: ${all_models[*]})" >&2
     exit 2
   fi
 done
@@ -78,7 +86,7 @@ for entry in "${configs[@]}"; do
   cp "$here/$model.pml" "$dir/"
   # shellcheck disable=SC2086  # the flags are words
   if ! (cd "$dir" && spin -a $flags "$model.pml" >spin.log 2>&1 &&
-        "$cc" -O0 -w -DSAFETY -DMEMLIM="$memlim" -o pan pan.c >cc.log 2>&1); then
+        "$cc" -O0 -w -DSAFETY -DCOLLAPSE -DMEMLIM="$memlim" -o pan pan.c >cc.log 2>&1); then
     echo "FAIL  $model $flags: the model does not build"
     cat "$dir/spin.log" "$dir/cc.log" 2>/dev/null | head -20
     failures=$((failures + 1))

@@ -61,6 +61,10 @@ byte worker_released = 0;    /* the worker's WorkerCounter::released */
 bool mu = 0;
 bool in_wait[2];  /* pusher i is inside cv_.wait */
 bool woken[2];
+/* A condition variable may wake a waiter for no reason: once per pusher
+   here, so that a wait that nothing ends still blocks (a lost wake-up stays
+   visible). */
+byte spurious_left[2];
 
 /* The checker's records. */
 byte pushed = 0;             /* functions admitted and handed to the engine */
@@ -109,7 +113,10 @@ inline wait_for_room(r, sum) {
         if :: !counted -> counted = 1; waiters++ :: else -> skip fi;
 #endif
         atomic { in_wait[id] = 1; mu = 0 };  /* cv_.wait: unlock and block */
-        atomic { woken[id] -> woken[id] = 0 };
+        if
+        :: atomic { woken[id] -> woken[id] = 0 }
+        :: atomic { spurious_left[id] > 0 && in_wait[id] -> in_wait[id] = 0; spurious_left[id]-- }
+        fi;
         lock()
      fi
   od;
@@ -229,6 +236,8 @@ proctype Callback() {
 
 init {
   atomic {
+    spurious_left[0] = 1;
+    spurious_left[1] = 1;
     run Pusher(0);
 #if NPUSHERS == 2
     run Pusher(1);

@@ -92,6 +92,10 @@ bool sleep_mu = 0;
 bool in_wait[2];
 bool woken[2];
 bool stop = 0;
+/* A condition variable may wake a waiter for no reason: once per worker
+   here, so that a wait that nothing ends still blocks (a lost wake-up stays
+   visible). */
+byte spurious_left[2];
 
 /* The checker's records. */
 bool taken[NBLOCKS + 1];
@@ -130,8 +134,7 @@ inline push_heap(b) {
   heap_size = 1
 }
 
-/* notify_one: wakes one thread inside wait(), if any. No spurious wake-ups:
-   liveness must not depend on them. */
+/* notify_one: wakes one thread inside wait(), if any. */
 inline notify_one() {
   atomic {
     if
@@ -311,7 +314,10 @@ inline sleep_while_empty(me, e) {
   :: e ->
      /* wait(lock): releases the mutex and blocks, in one step. */
      atomic { in_wait[me] = 1; sleep_mu = 0; e = 0 };
-     atomic { woken[me] -> woken[me] = 0 };
+     if
+     :: atomic { woken[me] -> woken[me] = 0 }
+     :: atomic { spurious_left[me] > 0 && in_wait[me] -> in_wait[me] = 0; spurious_left[me]-- }
+     fi;
      lock(sleep_mu)
   :: else -> skip
   fi;
@@ -393,6 +399,8 @@ finish:
 init {
   byte i;
   atomic {
+    spurious_left[0] = 1;
+    spurious_left[1] = 1;
     for (i : 0 .. NBLOCKS) { next[i] = NIL }
     i = 0;
     run Worker(0);

@@ -45,6 +45,9 @@ byte idle_waiters = 0;
 bool idle_mu = 0;
 bool in_wait = 0;  /* the waiter is inside idle_cv_.wait */
 bool woken = 0;
+/* A condition variable may wake a waiter for no reason: once here, so that
+   a wait that nothing ends still blocks (a lost wake-up stays visible). */
+byte spurious_left = 1;
 
 /* Functions 1..NFUNCS. */
 byte slot_of[NFUNCS + 1];
@@ -179,7 +182,10 @@ inline wait_for_all(g, sl, snapshot, p, k) {
            idle_waiters++;
 #endif
            atomic { in_wait = 1; idle_mu = 0 };  /* wait: unlock and block */
-           atomic { woken -> woken = 0 };
+           if
+           :: atomic { woken -> woken = 0 }
+           :: atomic { spurious_left > 0 && in_wait -> in_wait = 0; spurious_left-- }
+           fi;
            lock(idle_mu)
 #ifdef MUT_WAITER_COUNT_LATE
            ;
