@@ -6,8 +6,8 @@
 # models".
 #
 # Usage: tools/models/check_models.sh [MODEL]...   (default: every model;
-#   MODEL is task_queue, var_inbox, block_grants, wait_for_all, in_flight,
-#   one_shot_event or opr_delete). Needs spin and a C compiler (tools/setup.sh
+#   MODEL is task_queue, var_inbox, block_grants, wait_for_all, drain,
+#   in_flight, one_shot_event or opr_delete). Needs spin and a C compiler (tools/setup.sh
 #   installs them). Exit status 1 when any check failed, 2 on bad usage.
 set -uo pipefail
 
@@ -57,13 +57,18 @@ configs=(
   "opr_delete||pass"
   "opr_delete|-DMUT_DELETE_LOAD_THEN_OR|fail"
   "opr_delete|-DMUT_PUSH_CHECK_FIRST|fail"
+  "drain||pass"
+  "drain|-DMUT_NO_EXTERNAL_WAIT|fail"
+  "drain|-DMUT_EXTERNAL_LATE|fail"
+  "drain|-DMUT_ONE_ROUND|fail"
   "wait_for_all||pass"
   "wait_for_all|-DMUT_NO_GEN_RECHECK|fail"
   "wait_for_all|-DMUT_NO_CROSS_FLUSH|fail"
   "wait_for_all|-DMUT_WAITER_COUNT_LATE|fail"
 )
 
-all_models=(task_queue var_inbox block_grants wait_for_all in_flight one_shot_event opr_delete)
+all_models=(task_queue var_inbox block_grants wait_for_all drain in_flight one_shot_event
+            opr_delete)
 models=("$@")
 [[ ${#models[@]} -eq 0 ]] && models=("${all_models[@]}")
 for m in "${models[@]}"; do
