@@ -163,6 +163,42 @@ TEST_P(ErrorsTest, AsyncFunctionThatThrowsWithoutCallingItsCallbackFails) {
   EXPECT_FALSE(successor_ran);
 }
 
+TEST_P(ErrorsTest, ThrowBeforeAHandedOverCallbackIsCalledFinishesTheFunctionAndTheLateCallIsRejected) {
+  // The body keeps a copy of its callback (as if it handed it to another
+  // thread), then throws before anyone calls it. The throw finishes the
+  // function, failed; the callback, called later, raises logic_error and
+  // changes nothing: with or without an error, it neither fails the var
+  // again nor finishes a function that runs on the reused block now.
+  DrainGuard drain(engine());
+  VarHandle a = engine().NewVariable();
+  CallbackOnComplete kept;
+  bool successor_ran = false;
+  engine().PushAsync(
+      [&](RunContext, CallbackOnComplete cb) {
+        kept = cb;
+        throw TestError(7);
+      },
+      Context::CPU(), {}, {a});
+  engine().PushSync([&](RunContext) { successor_ran = true; }, Context::CPU(), {a}, {});
+  EXPECT_EQ(WaitVar(a), 7) << "the throw must finish the function and fail its var";
+  EXPECT_FALSE(successor_ran) << "a reader of the failed var ran";
+
+  std::vector<int> log;  // plain, ordered by a
+  Hold hold(engine(), {}, {a});
+  ASSERT_TRUE(hold.WaitStarted());
+  engine().PushSync([&](RunContext) { log.push_back(1); }, Context::CPU(), {}, {a});
+  const std::string late = MessageOf<std::logic_error>([&] { kept(); });
+  EXPECT_THAT(late, HasSubstr("second time"));
+  EXPECT_THAT(late, HasSubstr("threw")) << "the message should name the other way to get here";
+  EXPECT_THAT(MessageOf<std::logic_error>([&] { kept(std::make_exception_ptr(TestError(8))); }),
+              HasSubstr("second time"));
+  EXPECT_TRUE(log.empty()) << "the late callback finished the function holding the var";
+  hold.Release();
+  EXPECT_EQ(WaitVar(a), 0) << "the late callback's error failed the var";
+  EXPECT_EQ(log, std::vector<int>{1});
+  EXPECT_EQ(WaitAll(), 0) << "the late callback's error reached WaitForAll";
+}
+
 TEST_P(ErrorsTest, ThrowAfterCallingTheCallbackInsideTheBodyFailsTheWrittenVars) {
   // The callback called from inside the body does not finish the function
   // before the body returns, so what the body throws next still fails it.

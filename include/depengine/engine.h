@@ -77,7 +77,9 @@ using OprHandle = Opr*;
 // once, from any thread, at any time after the function started.
 // Passing a non-null `error` fails the function: every var it writes is
 // marked failed (see Engine::WaitForVar). A second call raises
-// std::logic_error and changes nothing. (A callback made by
+// std::logic_error and changes nothing; so does a call made after the
+// function's body threw without having called it (the throw finished the
+// function, see Engine::PushAsync). (A callback made by
 // Engine::CreateCallback finishes no function: see there.)
 // Memory ordering: whatever the caller did before the call is visible to
 // every later function that uses a var the function writes or reads.
@@ -148,6 +150,9 @@ class Engine {
   // var in `mutable_vars`; the function is finished when its callback is
   // called, or, when the body itself calls it, once the body returns (so an
   // exception the body throws after calling it still fails the function).
+  // A body that throws before its callback was called finishes the function
+  // then, failed; a copy of the callback called later (say, by a thread the
+  // body handed it to) raises std::logic_error and changes nothing.
   // An exception thrown after a callback called elsewhere finished the
   // function reaches only WaitForAll, and only once the body has returned:
   // WaitForAll does not wait for that body (the function is already

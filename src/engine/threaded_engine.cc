@@ -855,7 +855,9 @@ void ThreadedEngine::CompleteCallback(Engine* engine, void* param, std::uint64_t
   auto* b = static_cast<OprBlock*>(param);
   auto expected = static_cast<std::uint32_t>(ticket);
   if (!b->ticket.compare_exchange_strong(expected, expected + 1, std::memory_order_acq_rel)) {
-    throw std::logic_error("CallbackOnComplete: callback called a second time");
+    throw std::logic_error(
+        "CallbackOnComplete: callback called a second time (its function was finished "
+        "already, by an earlier call or because its body threw)");
   }
   auto* self = static_cast<ThreadedEngine*>(engine);
   // See Drain: what the completion releases may destroy the engine.

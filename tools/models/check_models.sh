@@ -7,8 +7,9 @@
 #
 # Usage: tools/models/check_models.sh [MODEL]...   (default: every model;
 #   MODEL is task_queue, var_inbox, block_grants, wait_for_all, drain,
-#   in_flight, one_shot_event or opr_delete). Needs spin and a C compiler (tools/setup.sh
-#   installs them). Exit status 1 when any check failed, 2 on bad usage.
+#   in_flight, one_shot_event, opr_delete or callback_ticket). Needs spin and
+#   a C compiler (tools/setup.sh installs them). Exit status 1 when any check
+#   failed, 2 on bad usage.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -66,10 +67,18 @@ configs=(
   "wait_for_all|-DMUT_NO_GEN_RECHECK|fail"
   "wait_for_all|-DMUT_NO_CROSS_FLUSH|fail"
   "wait_for_all|-DMUT_WAITER_COUNT_LATE|fail"
+  "callback_ticket||pass"
+  "callback_ticket|-DNFOREIGN=2|pass"
+  "callback_ticket|-DMUT_NARROW_TICKET|fail"
+  "callback_ticket|-DMUT_CLAIM_KEEPS_TICKET|fail"
+  "callback_ticket|-DMUT_SPLIT_CAS|fail"
+  "callback_ticket|-DMUT_THROW_WITHOUT_CAS|fail"
+  "callback_ticket|-DMUT_IGNORE_INLINE_CLAIM|fail"
+  "callback_ticket|-DMUT_CLAIMED_KEEPS_TWO_REFS|fail"
 )
 
 all_models=(task_queue var_inbox block_grants wait_for_all drain in_flight one_shot_event
-            opr_delete)
+            opr_delete callback_ticket)
 models=("$@")
 [[ ${#models[@]} -eq 0 ]] && models=("${all_models[@]}")
 for m in "${models[@]}"; do
