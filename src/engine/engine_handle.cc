@@ -23,12 +23,17 @@ EngineHandle::~EngineHandle() {
   // the function running on this thread too, which finishes after this
   // destructor returns.
   try {
-    std::thread([core = std::move(core_)]() mutable {
-      // Named like the engine's workers (pool/kind), so that top, gdb and
-      // tests can tell it from the program's threads.
-      pthread_setname_np(pthread_self(), "depengine/reap");
-      core.reset();
-    }).detach();
+    std::thread reaper([core = std::move(core_)]() mutable { core.reset(); });
+    // Named like the engine's workers (pool/kind), so that top, gdb and
+    // tests can tell it from the program's threads. Named here, before
+    // this thread goes on, not by the reaper itself: a reaper that names
+    // itself stays unnamed until the scheduler runs it (milliseconds under
+    // load), and whoever sees what this thread does next (a callback's
+    // return) could miss it (exit_test's naive async case failed once so,
+    // with ctest repeating the suite beside a fuzzer). The reaper may have
+    // ended already (nothing to join): the name then has nowhere to go.
+    (void)pthread_setname_np(reaper.native_handle(), "depengine/reap");
+    reaper.detach();
   } catch (const std::system_error&) {
     // No thread for the reaper: nothing can finish the work without this
     // thread, which cannot wait for itself. Say so rather than hang.
