@@ -581,7 +581,7 @@ void ThreadedEngine::EnqueueGeneral(OprBlock* b, const char* call,
     } else {
       // b may already be gone and its block reused: every grant, b's
       // included, is applied one by one, and whoever applies b's last one
-      // dispatches it.
+      // dispatches it (tools/models/block_grants.pml, scenario REUSE).
       HandOutGrants(granted, nullptr);
     }
   }

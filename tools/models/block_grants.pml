@@ -15,15 +15,20 @@
  * abstract here: an append or a grant is one step, and a push that finds a
  * var idle may be granted at once or, as when Append's try_lock fails, be
  * left to settle it itself after its unlocks. var_inbox.pml checks the var's
- * own handshake. Blocks are not reused here, so the reason a push that took
- * no grant applies its settle's grants one by one (the block may have run,
- * been recycled and been pushed again, and a grant of that new push would
- * look like its own) is outside this model. See docs/reliability.md,
- * "Protocol models".
+ * own handshake. See docs/reliability.md, "Protocol models".
  *
- * Two vars, A (the lower address) and B. Pusher 1 pushes f1: writes A and B,
- * async (a callback thread finishes it). Pusher 2 pushes f2: reads A, writes
- * B; then f3: writes A. Two workers run what is dispatched.
+ * Two vars, A (the lower address) and B, and two scenarios. Two workers run
+ * what is dispatched.
+ *   default  Pusher 1 pushes f1: writes A and B, async (a callback thread
+ *            finishes it). Pusher 2 pushes f2: reads A, writes B; then f3:
+ *            writes A.
+ *   REUSE    A block is pushed again once recycled, as the engine's block
+ *            pool does. Pusher 1 pushes f1: reads A; then f3: writes B.
+ *            Pusher 2 pushes f2: reads A. Pusher 3 waits until f2's block is
+ *            recycled and pushes it again as f2': writes A and B. Pusher 2's
+ *            read may be left to settle, be granted by f1's completion
+ *            instead, run and be recycled before pusher 2 settles A; that
+ *            settle then grants f2', a push that is not pusher 2's.
  *
  * Checked in every interleaving:
  *   - a block is dispatched exactly once, and only after all its slots were
@@ -44,6 +49,11 @@
  *                            store instead of one fetch_sub
  *   MUT_ONE_HOLDER           an async function's block gets one holder, not
  *                            two
+ *   MUT_SETTLE_GRANTS_AS_OWN a push that took no grant counts the grants of
+ *                            its settle that name its block as its own and
+ *                            applies them in its final update (caught in
+ *                            REUSE only: without reuse such a grant is its
+ *                            own)
  */
 
 #define NB 3       /* blocks 1..3 */
@@ -158,25 +168,30 @@ inline hand_out(self, self_count) {
 /* EnqueueGeneral for block b, whose vars are locked in the order first,
    second (A then B, unless a mutation reverses it). */
 inline push(b, first, second) {
+  /* What b uses, copied out of it before any slot is published: from then
+     on b may run, be recycled and be pushed again with other vars. */
+  ua = use_a[b];
+  ub = use_b[b];
+  n = nslots[b];
   /* The push sides of the vars b uses, `first` then `second`. */
   if
-  :: (first == 0 && use_a[b] != NONE) || (first == 1 && use_b[b] != NONE) ->
+  :: (first == 0 && ua != NONE) || (first == 1 && ub != NONE) ->
      atomic { push_lock[first] == 0 -> push_lock[first] = 1 }
   :: else -> skip
   fi;
   if
-  :: (second == 0 && use_a[b] != NONE) || (second == 1 && use_b[b] != NONE) ->
+  :: (second == 0 && ua != NONE) || (second == 1 && ub != NONE) ->
      atomic { push_lock[second] == 0 -> push_lock[second] = 1 }
   :: else -> skip
   fi;
-  wait[b] = nslots[b];  /* published by the locks below */
+  wait[b] = n;  /* published by the locks below */
   taken = 0;
   settle_a = 0;
   settle_b = 0;
   v = 0;
   do
   :: v < 2 ->
-     use_of(v, b, u);
+     if :: v == 0 -> u = ua :: else -> u = ub fi;
      if
      :: u != NONE ->
         /* Append: one step on the var. */
@@ -204,8 +219,8 @@ inline push(b, first, second) {
   :: else -> break
   od;
   v = 0;
-  if :: use_a[b] != NONE -> push_lock[0] = 0 :: else -> skip fi;
-  if :: use_b[b] != NONE -> push_lock[1] = 0 :: else -> skip fi;
+  if :: ua != NONE -> push_lock[0] = 0 :: else -> skip fi;
+  if :: ub != NONE -> push_lock[1] = 0 :: else -> skip fi;
   if
   :: settle_a || settle_b ->
      if :: settle_a -> atomic { grant_from_fifo(0) } :: else -> skip fi;
@@ -214,13 +229,18 @@ inline push(b, first, second) {
      settle_b = 0;
      if
      :: taken > 0 -> hand_out(b, self_count); taken = taken + self_count
-     :: else -> hand_out(0, self_count)
+     :: else ->
+#ifdef MUT_SETTLE_GRANTS_AS_OWN
+        hand_out(b, self_count); taken = self_count
+#else
+        hand_out(0, self_count)
+#endif
      fi
   :: else -> skip
   fi;
   self_count = 0;
   if
-  :: taken == nslots[b] -> dispatch(b)
+  :: taken == n -> dispatch(b)
   :: taken == 0 ->
 #ifdef MUT_TOUCH_AFTER_PUBLISH
      atomic { assert(!dispatched[b]); w = wait[b] }; w = 0;
@@ -239,12 +259,28 @@ inline push(b, first, second) {
 #endif
      if :: ready -> ready = 0; dispatch(b) :: else -> skip fi
   fi;
-  taken = 0
+  taken = 0; ua = 0; ub = 0; n = 0
 }
 
 proctype Pusher(byte id) {
-  byte v, u, x, taken, self_count, w, gl1, gl2, gl3;
+  byte v, u, x, taken, self_count, w, gl1, gl2, gl3, ua, ub, n;
   bool ok, ready, settle_a, settle_b;
+#ifdef REUSE
+  if
+  :: id == 1 -> push(1, 0, 1); push(3, 0, 1)
+  :: id == 2 -> push(2, 0, 1)
+  :: else ->
+     /* Block 2 once recycled, pushed again with other uses (the engine's
+        block pool hands a recycled block to the next push). */
+     atomic {
+       recycled[2] ->
+       use_a[2] = WRITE; use_b[2] = WRITE; nslots[2] = 2;
+       granted_slots[2] = 0; dispatched[2] = 0; started[2] = 0;
+       completed[2] = 0; recycled[2] = 0; finish_refs[2] = 0
+     };
+     push(2, 0, 1)
+  fi
+#else
   if
   :: id == 1 -> push(1, 0, 1)
   :: else ->
@@ -255,6 +291,7 @@ proctype Pusher(byte id) {
 #endif
      push(3, 0, 1)
   fi
+#endif
 }
 
 /* ReleaseExecution: a holder count of 1 is final; the last holder
@@ -340,6 +377,19 @@ proctype Callback() {
 }
 
 init {
+#ifdef REUSE
+  atomic {
+    use_a[1] = READ;  use_b[1] = NONE;  nslots[1] = 1;
+    use_a[2] = READ;  use_b[2] = NONE;  nslots[2] = 1;
+    use_a[3] = NONE;  use_b[3] = WRITE; nslots[3] = 1;
+    run Pusher(1);
+    run Pusher(2);
+    run Pusher(3);
+    run Worker();
+    run Worker()
+  };
+  recycled_count == NB + 1
+#else
   atomic {
     use_a[1] = WRITE; use_b[1] = WRITE; nslots[1] = 2; is_async[1] = 1;
     use_a[2] = READ;  use_b[2] = WRITE; nslots[2] = 2;
@@ -351,4 +401,5 @@ init {
     run Callback()
   };
   recycled_count == NB
+#endif
 }

@@ -47,6 +47,8 @@ configs=(
   "block_grants|-DMUT_TOUCH_AFTER_PUBLISH|fail"
   "block_grants|-DMUT_SPLIT_UPDATE|fail"
   "block_grants|-DMUT_ONE_HOLDER|fail"
+  "block_grants|-DREUSE|pass"
+  "block_grants|-DREUSE -DMUT_SETTLE_GRANTS_AS_OWN|fail"
   "in_flight|-DSCENARIO=1|pass"
   "in_flight|-DSCENARIO=2|pass"
   "in_flight|-DSCENARIO=2 -DMUT_ADMIT_ONE_MORE|fail"
