@@ -8,10 +8,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -28,19 +28,22 @@ namespace {
 // as the file system tells now: the file is writable, or it is missing and
 // its directory is writable. A full disk still shows only at the write.
 std::string WhyProfilePathIsUnwritable(const std::string& path) {
+  // The system's reason for the last call's failure. strerror may share one
+  // buffer between threads; this reads errno at once, before any other call.
+  const auto reason = [] { return std::generic_category().message(errno); };
   struct stat st;
   if (stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) return "it is a directory";
-    return access(path.c_str(), W_OK) == 0 ? "" : std::strerror(errno);
+    return access(path.c_str(), W_OK) == 0 ? "" : reason();
   }
-  if (errno != ENOENT) return std::strerror(errno);
+  if (errno != ENOENT) return reason();
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
   // ENOENT for the path itself (a file in its way gives ENOTDIR, above), so
   // the directory is a directory, or missing.
-  if (stat(dir.c_str(), &st) != 0) return "directory '" + dir + "': " + std::strerror(errno);
-  if (access(dir.c_str(), W_OK | X_OK) != 0) {
-    return "directory '" + dir + "': " + std::strerror(errno);
+  if (stat(dir.c_str(), &st) != 0 || access(dir.c_str(), W_OK | X_OK) != 0) {
+    const std::string why = reason();
+    return "directory '" + dir + "': " + why;
   }
   return "";
 }

@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -14,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
+#include <system_error>
 #include <unordered_map>
 
 #include "tracker/opr_block.h"
@@ -211,8 +211,8 @@ void CloseOrThrow(FileStream& out, const char* call, const std::string& path) {
   out.close();
   if (out.fail()) {
     const int err = errno;
-    throw std::runtime_error(std::string(call) + ": error writing " + path +
-                             (err != 0 ? std::string(": ") + std::strerror(err) : std::string()));
+    const std::string why = err != 0 ? ": " + std::generic_category().message(err) : "";
+    throw std::runtime_error(std::string(call) + ": error writing " + path + why);
   }
 }
 
@@ -223,8 +223,8 @@ std::ofstream OpenOrThrow(const char* call, const std::string& path) {
   std::ofstream out(path);
   if (!out) {
     const int err = errno;
-    throw std::runtime_error(std::string(call) + ": cannot write " + path +
-                             (err != 0 ? std::string(": ") + std::strerror(err) : std::string()));
+    const std::string why = err != 0 ? ": " + std::generic_category().message(err) : "";
+    throw std::runtime_error(std::string(call) + ": cannot write " + path + why);
   }
   return out;
 }
