@@ -183,7 +183,7 @@ class ObjectPool {
   }
 
   struct LocalCache {
-    static constexpr std::size_t kCapacity = 2 * kBatch;
+    static constexpr std::size_t kCapacity = 2 * std::size_t{kBatch};
     // This thread's free objects, a stack: the last freed is handed out
     // first (still in this core's cache). Owned by this thread. Plain
     // members, no heap storage: the cache stays usable after its

@@ -26,7 +26,7 @@ void CallbackOnComplete::operator()(std::exception_ptr error) const {
 void Engine::RecordCallbackError(std::exception_ptr error) {
   std::string what = "an exception not derived from std::exception";
   try {
-    std::rethrow_exception(error);
+    std::rethrow_exception(std::move(error));
   } catch (const std::exception& e) {
     what = e.what();
   } catch (...) {

@@ -15,7 +15,8 @@ namespace {
 // The value of `name` without surrounding whitespace (an exported "4 "
 // reads as "4", like " 4"); nullopt when unset, empty or blank.
 std::optional<std::string> ReadTrimmed(const char* name) {
-  const char* s = std::getenv(name);
+  // getenv races only with a setenv elsewhere, which would be the caller's.
+  const char* s = std::getenv(name);  // NOLINT(concurrency-mt-unsafe)
   if (s == nullptr) return std::nullopt;
   std::string v = s;
   const auto blank = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
@@ -77,6 +78,7 @@ EngineOptions EngineOptions::FromEnv() {
   ReadCount("DEPENGINE_GPU_COPY_NTHREADS", &o.gpu_copy_threads);
   ReadCount("DEPENGINE_MAX_IN_FLIGHT", &o.max_in_flight);
   ReadCount("DEPENGINE_SIMULATED_GPUS", &o.simulated_gpus);
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): as in ReadTrimmed
   if (const char* s = std::getenv("DEPENGINE_PROFILE"); s != nullptr) o.profile_path = s;
   if (const std::optional<std::string> s = ReadTrimmed("DEPENGINE_WATCHDOG_SECONDS")) {
     char* end = nullptr;

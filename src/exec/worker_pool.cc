@@ -48,7 +48,8 @@ void LimitThreadStartsForTesting(int n) {
   g_thread_starts_left.store(n < 0 ? -1 : n, std::memory_order_relaxed);
 }
 
-WorkerPool::WorkerPool(std::string name, int nthreads, std::function<void(WorkerPool&, int)> body)
+WorkerPool::WorkerPool(std::string name, int nthreads,
+                       const std::function<void(WorkerPool&, int)>& body)
     : name_(std::move(name)),
       threads_(std::make_unique<std::vector<std::thread>>()),
       creator_pid_(getpid()) {

@@ -21,7 +21,7 @@ class WorkerPool {
   // thread cannot be started (the system refuses it: EAGAIN, no memory for
   // its stack), stops and joins the threads already started and raises
   // std::system_error naming the pool and the thread.
-  WorkerPool(std::string name, int nthreads, std::function<void(WorkerPool&, int)> body);
+  WorkerPool(std::string name, int nthreads, const std::function<void(WorkerPool&, int)>& body);
   // Stops the queue and joins the threads; blocks still queued are run
   // first (the engine drains before it destroys pools).
   ~WorkerPool();

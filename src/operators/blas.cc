@@ -11,7 +11,8 @@ namespace depengine::op {
 void UseSingleThreadedBlas() {
   static std::once_flag once;
   std::call_once(once, [] {
-    const char* env = std::getenv("OPENBLAS_NUM_THREADS");
+    // Once, and races only with a setenv elsewhere, which would be the caller's.
+    const char* env = std::getenv("OPENBLAS_NUM_THREADS");  // NOLINT(concurrency-mt-unsafe)
     if (env == nullptr || *env == '\0') openblas_set_num_threads(1);
   });
 }

@@ -404,6 +404,7 @@ void Executor::Impl::Plan(const ExecutorOptions& o, MemoryPlanStats* stats) {
       if (o.allow_inplace) {
         std::vector<int> slots(static_cast<std::size_t>(std::max(no, ni)));
         std::vector<void*> ptrs;
+        ptrs.reserve(slots.size());
         for (auto& v : slots) ptrs.push_back(&v);
         // The operator's options are checked before they are used: an id
         // or a pointer it was not given is its bug, named here instead of

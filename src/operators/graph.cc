@@ -77,6 +77,7 @@ std::vector<NodeEntry> Graph::AddOp(const std::string& op_type, const std::strin
   for (const std::string& var : new_vars) bound.push_back(Variable(var));
   nodes_.push_back(Node{name, std::move(prop), std::move(bound)});
   std::vector<NodeEntry> outs;
+  outs.reserve(static_cast<std::size_t>(visible));
   for (int k = 0; k < visible; ++k)
     outs.push_back(NodeEntry{static_cast<int>(nodes_.size()) - 1, k});
   return outs;

@@ -308,6 +308,7 @@ void SimpleOpRegEntry::Invoke(const std::vector<NDArray>& inputs, const SimpleOp
   EnvArguments env = MakeEnv(*this, scalar, has_scalar, kwargs);
 
   std::vector<TShape> shapes;
+  shapes.reserve(inputs.size());
   for (const NDArray& a : inputs) shapes.push_back(a.shape());
   const TShape shape = InferShape(shapes, env);
   Engine* engine = inputs[0].engine();
@@ -353,6 +354,7 @@ void SimpleOpRegEntry::Invoke(const std::vector<NDArray>& inputs, const SimpleOp
   }
   vars.Finish();
   std::vector<TBlob> in_blobs;
+  in_blobs.reserve(inputs.size());
   for (const NDArray& a : inputs) in_blobs.push_back(a.data());
   const TBlob out_blob = out->data();
   // The function copies what it calls instead of pointing at this entry,
@@ -408,6 +410,7 @@ class SimpleOpOperator final : public Operator {
     if (!out_data.empty()) ov.data = out_data[0];
     std::vector<TBlob> grads = in_grad;
     std::vector<TBlob*> ptrs;
+    ptrs.reserve(grads.size());
     for (TBlob& g : grads) ptrs.push_back(&g);
     e_->CallBackward(og, ov, in_data, env, ptrs, req, ctx.run_ctx);
   }

@@ -76,7 +76,8 @@ class SoftmaxOutputOp final : public Operator {
       using T = decltype(tag);
       const T* pp = p.dptr<T>();
       const T* label = in_data[kLabel].dptr<T>();
-      const T scale = static_cast<T>(param_.grad_scale / (param_.normalization == kBatch ? n : 1));
+      const T scale = static_cast<T>(param_.grad_scale /
+                                     static_cast<double>(param_.normalization == kBatch ? n : 1));
       if (req[kData] != kNullOp) {
         T* g = in_grad[kData].dptr<T>();  // may alias pp
         for (TShape::index_t i = 0; i < n; ++i) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -251,7 +252,7 @@ class StreamFormatGuard {
 double Percentile(std::vector<double>& v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  const auto idx = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  const auto idx = static_cast<std::size_t>(std::llround(p * static_cast<double>(v.size() - 1)));
   return v[std::min(idx, v.size() - 1)];
 }
 

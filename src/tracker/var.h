@@ -120,7 +120,7 @@ struct GrantList {
   }
   void Add(OprBlock* b) {
     if (size == cap) {
-      OprBlock** bigger = new OprBlock*[cap * 2];
+      OprBlock** bigger = new OprBlock*[static_cast<std::size_t>(cap) * 2];
       for (int i = 0; i < size; ++i) bigger[i] = data[i];
       if (data != inline_) delete[] data;
       data = bigger;

@@ -3,15 +3,18 @@
 # (GUARDED_BY, REQUIRES, ACQUIRE... in src/common/thread_annotations.h), as
 # errors: -DDEPENGINE_THREAD_SAFETY=ON -DDEPENGINE_WERROR=ON adds
 # -Wthread-safety -Werror (with -Wall -Wextra) to every depengine target.
-# Then the whole ctest suite runs in that build (Clang, assertions on).
+# Then clang-tidy over the library's sources (src/, with the headers of src/
+# and include/depengine/), with the checks of .clang-tidy as errors, and the
+# whole ctest suite in that build (Clang, assertions on).
 #
-# First it proves the check is live: a probe that reads a GUARDED_BY field
-# without its lock must fail to compile.
+# First it proves both checks are live: a probe that reads a GUARDED_BY
+# field without its lock must fail to compile, and one that calls strerror
+# must fail clang-tidy.
 # Usage: tools/ci/thread-safety.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$DEPENGINE_ROOT"
 
-ensure_packages "${BASE_PACKAGES[@]}"
+ensure_packages "${BASE_PACKAGES[@]}" clang-tidy
 
 phase_start "thread-safety: probe"
 probe_log=$(mktemp)
@@ -22,6 +25,13 @@ if clang++ -std=c++20 -fsyntax-only -Wthread-safety -Werror -I src -I include \
   exit 1
 fi
 grep -q "Wthread-safety" "$probe_log" || { cat "$probe_log" >&2; exit 1; }
+if clang-tidy --quiet --config-file=.clang-tidy tools/ci/clang_tidy_probe.cc -- -std=c++20 \
+     >"$probe_log" 2>&1; then
+  echo "clang-tidy passed its probe: .clang-tidy's checks are not running as errors" >&2
+  note_failure "thread-safety: the clang-tidy probe passed (the checks are not live)"
+  exit 1
+fi
+grep -q "concurrency-mt-unsafe" "$probe_log" || { cat "$probe_log" >&2; exit 1; }
 rm -f "$probe_log"
 phase_end
 
@@ -30,12 +40,32 @@ release_build_dir_on_exit "$dir"
 phase_start "thread-safety: configure + build ($dir)"
 configure "$dir" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -gz" \
-  -DDEPENGINE_THREAD_SAFETY=ON -DDEPENGINE_WERROR=ON -DDEPENGINE_BUILD_BENCH=OFF
+  -DDEPENGINE_THREAD_SAFETY=ON -DDEPENGINE_WERROR=ON -DDEPENGINE_BUILD_BENCH=OFF \
+  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 build "$dir"
 phase_end
 
-phase_start "thread-safety: ctest"
+phase_start "thread-safety: clang-tidy (src/)"
 status=0
+tidy_log="$dir/clang-tidy.log"
+# The library's sources as this build compiles them: src/*.cc, and the
+# unity file that compiles the hot path's sources together (src/gpu/ only
+# with CUDA). One clang-tidy process per file, JOBS at a time; any finding
+# fails the stage.
+sed -n 's#^ *"file": "\(.*/src/[^"]*\.\(cc\|cxx\)\)".*#\1#p' "$dir/compile_commands.json" |
+  sort -u >"$dir/tidy-files"
+if [[ ! -s "$dir/tidy-files" ]]; then
+  note_failure "thread-safety: no source of src/ in $dir/compile_commands.json"
+  status=1
+elif ! xargs -n 1 -P "$JOBS" clang-tidy --quiet --config-file=.clang-tidy -p "$dir" \
+       <"$dir/tidy-files" >"$tidy_log" 2>&1; then
+  grep -E "(error|warning):" "$tidy_log" | sort -u >&2
+  note_failure "thread-safety: clang-tidy found problems in src/ (see above)"
+  status=1
+fi
+phase_end
+
+phase_start "thread-safety: ctest"
 run_ctest "$dir" || status=1
 phase_end
 phase_report
