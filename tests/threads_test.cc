@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine_fixture.h"
+#include "serial_order.h"
 #include "test_scale.h"
 
 namespace depengine::test {
@@ -217,13 +218,8 @@ TEST_P(ThreadsTest, WaitForAllFromSeveralThreadsSeesEachThreadsEarlierPushes) {
 
 // Pushes from several threads on shared vars, with random read and write
 // sets, must run as some serial program would: one that interleaves the
-// threads' pushes, each thread's in its own order. Each function logs, on
-// each of its vars, that it started; a var's log is then the order of its
-// conflicting uses (a write runs alone, so it starts after the uses before
-// it finished and before the uses after it start). The check: the graph of
-// those orders plus each thread's push order has no cycle. A cycle means
-// two functions ran one way round on one var and the other way round on
-// another, or against a thread's own order: no serial program runs so.
+// threads' pushes, each thread's in its own order (SerialOrderLog, in
+// tools/common/serial_order.h, says how that is checked).
 //
 // With one var per function, a use granted out of its var's order shows as
 // a cycle (checked by hand: a read let past a waiting write gave thousands
@@ -235,27 +231,18 @@ class SerializableTest : public ThreadsTest {
     constexpr int kThreads = 4;
     constexpr int kVars = 6;
     const int pushes = support::Scaled(4000, 200);
-    struct Use {  // one entry of a var's log
-      int fn;
-      bool write;
-    };
-    struct VarUse {  // what a function does with one of its vars
-      int var;
-      bool write;
-    };
-    struct VarLog {
-      std::mutex mu;
-      std::vector<Use> uses;                    // guarded by mu
-      std::atomic<int> readers{0}, writers{0};  // live uses, to see overlaps
-    };
-    VarLog logs[kVars];
-    std::atomic<int> overlaps{0};
     const int total = kThreads * pushes;
+    support::SerialOrderLog log(kVars, total);
     std::vector<std::atomic<int>> runs(static_cast<std::size_t>(total));
+    std::vector<std::vector<int>> pushed(kThreads);  // each thread's functions, in push order
     DrainGuard drain(engine());
     VarHandle vars[kVars];
     for (auto& v : vars) v = engine().NewVariable();
 
+    struct VarUse {
+      int var;
+      bool write;
+    };
     std::latch start(kThreads);
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
@@ -275,22 +262,10 @@ class SerializableTest : public ThreadsTest {
           }
           std::vector<VarHandle> reads, writes;
           for (const VarUse& u : uses) (u.write ? writes : reads).push_back(vars[u.var]);
-          auto body = [&, fn, uses] {
-            for (const VarUse& u : uses) {
-              VarLog& log = logs[u.var];
-              if (u.write) {
-                if (log.writers.fetch_add(1) != 0 || log.readers.load() != 0) ++overlaps;
-              } else {
-                log.readers.fetch_add(1);
-                if (log.writers.load() != 0) ++overlaps;
-              }
-              std::lock_guard<std::mutex> lock(log.mu);
-              log.uses.push_back({fn, u.write});
-            }
+          auto body = [&log, &runs, fn, uses] {
+            for (const VarUse& u : uses) log.Start(u.var, fn, u.write);
             std::this_thread::yield();  // let conflicting uses overlap, if the engine allowed it
-            for (const VarUse& u : uses) {
-              (u.write ? logs[u.var].writers : logs[u.var].readers).fetch_sub(1);
-            }
+            for (const VarUse& u : uses) log.Finish(u.var, u.write);
             runs[static_cast<std::size_t>(fn)].fetch_add(1);
           };
           if (i % 3 == 0) {
@@ -299,6 +274,7 @@ class SerializableTest : public ThreadsTest {
           } else {
             engine().PushSync([body](RunContext) { body(); }, Context::CPU(), reads, writes);
           }
+          pushed[static_cast<std::size_t>(t)].push_back(fn);
         }
       });
     }
@@ -308,54 +284,11 @@ class SerializableTest : public ThreadsTest {
     for (int fn = 0; fn < total; ++fn) {
       ASSERT_EQ(runs[static_cast<std::size_t>(fn)].load(), 1) << "function " << fn << " ran that often";
     }
-    EXPECT_EQ(overlaps.load(), 0) << "conflicting uses of a var ran at the same time";
-
-    // Edges: each thread's push order, and on each var every use after the
-    // conflicting uses before it (a write after the reads and the write
-    // before it; a read after the write before it).
-    std::vector<std::vector<int>> after(static_cast<std::size_t>(total));
-    for (int t = 0; t < kThreads; ++t) {
-      for (int i = 0; i + 1 < pushes; ++i) {
-        after[static_cast<std::size_t>(t * pushes + i)].push_back(t * pushes + i + 1);
-      }
-    }
-    for (VarLog& log : logs) {
-      std::lock_guard<std::mutex> lock(log.mu);
-      int last_write = -1;
-      std::vector<int> reads_since;
-      for (const Use& u : log.uses) {
-        if (last_write >= 0) after[static_cast<std::size_t>(last_write)].push_back(u.fn);
-        if (u.write) {
-          for (int r : reads_since) after[static_cast<std::size_t>(r)].push_back(u.fn);
-          reads_since.clear();
-          last_write = u.fn;
-        } else {
-          reads_since.push_back(u.fn);
-        }
-      }
-    }
-    // Kahn's algorithm: every function leaves the graph exactly when it has
-    // no cycle.
-    std::vector<int> indegree(static_cast<std::size_t>(total), 0);
-    for (const auto& out : after) {
-      for (int g : out) ++indegree[static_cast<std::size_t>(g)];
-    }
-    std::vector<int> ready;
-    for (int fn = 0; fn < total; ++fn) {
-      if (indegree[static_cast<std::size_t>(fn)] == 0) ready.push_back(fn);
-    }
-    int ordered = 0;
-    while (!ready.empty()) {
-      const int f = ready.back();
-      ready.pop_back();
-      ++ordered;
-      for (int g : after[static_cast<std::size_t>(f)]) {
-        if (--indegree[static_cast<std::size_t>(g)] == 0) ready.push_back(g);
-      }
-    }
-    EXPECT_EQ(ordered, total) << (total - ordered)
-                              << " functions lie on or behind a cycle: no serial program of the "
-                                 "threads' pushes runs them in the order they ran";
+    EXPECT_EQ(log.overlaps(), 0) << "conflicting uses of a var ran at the same time";
+    const int on_cycles = log.FunctionsOnCycles(pushed);
+    EXPECT_EQ(on_cycles, 0) << on_cycles
+                            << " functions lie on or behind a cycle: no serial program of the "
+                               "threads' pushes runs them in the order they ran";
   }
 };
 

@@ -26,7 +26,7 @@ phase_end
 status=0
 passed=0
 failed=0
-for program in throughput live-vars pending cycles; do
+for program in throughput live-vars pending cycles serializable; do
   phase_start "stress: $program ${size:-full}"
   # shellcheck disable=SC2086
   if "$dir/tools/stress/depengine_stress" "$program" $size "$@"; then

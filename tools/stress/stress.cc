@@ -12,13 +12,18 @@
 //   depengine_stress cycles [--cycles 50] [--functions 1000000] [--vars 1000]
 //       the same work again and again; resident memory after cycle 5 and
 //       after the last cycle must not grow
+//   depengine_stress serializable [--functions 2000000] [--vars 64] [--threads 4]
+//       threads pushing at once random reads and writes of shared vars; each
+//       function runs once, no conflicting uses overlap, and the vars' orders
+//       fit one serial program of the threads' pushes (SerialOrderLog)
 //   depengine_stress all [--short]
-//       all four, full size or the short CI size
+//       all five, full size or the short CI size
 // Common flags: --engine naive|pooled|perdevice (default perdevice),
 // --workers N (default 2).
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -33,11 +38,13 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/sanitizers.h"
 #include "depengine/engine.h"
 #include "hold.h"
+#include "serial_order.h"
 
 namespace {
 
@@ -362,11 +369,93 @@ bool Cycles(const Config& c) {
   return ok;
 }
 
+// Several threads push, all at once, functions of one to three shared vars,
+// each read or written, some async; see SerialOrderLog for the check.
+bool Serializable(const Config& c) {
+  const long n = c.Get("functions", 2'000'000, 200'000);
+  const long nvars = c.Get("vars", 64, 64);
+  const long nthreads = c.Get("threads", 4, 4);
+  if (n <= 0 || nvars < 3 || nthreads <= 0 || n > (1L << 30)) {
+    std::printf("serializable: need --functions in [1, 2^30], --vars >= 3, --threads >= 1\n");
+    return false;
+  }
+  std::printf("serializable: %ld functions from %ld threads over %ld shared vars (%s, %d workers)\n",
+              n, nthreads, nvars, EngineKindName(c.kind), c.workers);
+  const long per_thread = n / nthreads;
+  const long total = per_thread * nthreads;
+  // Bounded, so that the pushers do not run far ahead of the workers.
+  auto engine = c.MakeEngine(1 << 16);
+  std::vector<VarHandle> vars(static_cast<std::size_t>(nvars));
+  for (auto& v : vars) v = engine->NewVariable();
+  support::SerialOrderLog log(static_cast<int>(nvars), static_cast<int>(total));
+  std::vector<std::atomic<std::uint8_t>> runs(static_cast<std::size_t>(total));
+  std::vector<std::vector<int>> pushed(static_cast<std::size_t>(nthreads));
+  struct Use {
+    int var;
+    bool write;
+  };
+  const auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (long t = 0; t < nthreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<std::uint64_t>(7 + t));
+      auto& order = pushed[static_cast<std::size_t>(t)];
+      order.reserve(static_cast<std::size_t>(per_thread));
+      std::vector<VarHandle> reads, writes;  // reused: PushSync copies what it needs
+      for (long i = 0; i < per_thread; ++i) {
+        const int fn = static_cast<int>(t * per_thread + i);
+        std::array<Use, 3> uses{};
+        const int k = 1 + static_cast<int>(rng() % 3);
+        for (int j = 0; j < k; ++j) {
+          int v;
+          do {
+            v = static_cast<int>(rng() % static_cast<std::uint64_t>(nvars));
+          } while (std::any_of(uses.begin(), uses.begin() + j, [v](const Use& u) { return u.var == v; }));
+          uses[static_cast<std::size_t>(j)] = {v, rng() % 2 == 0};
+        }
+        reads.clear();
+        writes.clear();
+        for (int j = 0; j < k; ++j) {
+          const Use& u = uses[static_cast<std::size_t>(j)];
+          (u.write ? writes : reads).push_back(vars[static_cast<std::size_t>(u.var)]);
+        }
+        auto body = [&log, &runs, fn, uses, k] {
+          for (int j = 0; j < k; ++j) log.Start(uses[j].var, fn, uses[j].write);
+          for (int j = 0; j < k; ++j) log.Finish(uses[j].var, uses[j].write);
+          runs[static_cast<std::size_t>(fn)].fetch_add(1, std::memory_order_relaxed);
+        };
+        if (i % 4 == 0) {
+          engine->PushAsync([body](RunContext, CallbackOnComplete done) { body(); done(); },
+                            Context::CPU(), reads, writes);
+        } else {
+          engine->PushSync([body](RunContext) { body(); }, Context::CPU(), reads, writes);
+        }
+        order.push_back(fn);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  engine->WaitForAll();
+  const double secs = Seconds(t0);
+  long wrong_runs = 0;
+  for (const auto& r : runs) wrong_runs += r.load() != 1 ? 1 : 0;
+  bool ok = Check(wrong_runs == 0, "every function ran exactly once");
+  ok = Check(log.overlaps() == 0, "no conflicting uses of a var ran at the same time") && ok;
+  const int on_cycles = log.FunctionsOnCycles(pushed);
+  ok = Check(on_cycles == 0, "the vars' orders fit one serial program of the threads' pushes") && ok;
+  for (auto v : vars) engine->DeleteVariable(nullptr, Context::CPU(), v);
+  engine->WaitForAll();
+  std::printf("  %.1f s, %.0f ns per function; %ld ran other than once, %d overlaps, %d on cycles%s\n",
+              secs, secs * 1e9 / static_cast<double>(total), wrong_runs, log.overlaps(), on_cycles,
+              ok ? "" : "  FAILED");
+  return ok;
+}
+
 int Usage() {
   std::fprintf(stderr,
-               "usage: depengine_stress throughput|live-vars|pending|cycles|all [--short]\n"
-               "         [--engine naive|pooled|perdevice] [--workers N]\n"
-               "         [--functions N] [--vars N] [--cycles N]\n");
+               "usage: depengine_stress throughput|live-vars|pending|cycles|serializable|all\n"
+               "         [--short] [--engine naive|pooled|perdevice] [--workers N]\n"
+               "         [--functions N] [--vars N] [--cycles N] [--threads N]\n");
   return 2;
 }
 
@@ -403,7 +492,8 @@ int main(int argc, char** argv) {
       {"throughput", Throughput},
       {"live-vars", LiveVars},
       {"pending", Pending},
-      {"cycles", Cycles}};
+      {"cycles", Cycles},
+      {"serializable", Serializable}};
   int passed = 0, failed = 0;
   for (auto& [name, fn] : programs) {
     if (mode != "all" && mode != name) continue;
