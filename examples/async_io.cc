@@ -75,8 +75,11 @@ class SlowDevice {
         cv_.wait(lock);
         continue;
       }
-      if (Clock::now() < requests_.top().due) {
-        cv_.wait_until(lock, requests_.top().due);
+      // A copy: wait_until keeps a reference to its deadline while the lock
+      // is released, and a Read meanwhile may move the queue's storage.
+      const Clock::time_point due = requests_.top().due;
+      if (Clock::now() < due) {
+        cv_.wait_until(lock, due);
         continue;
       }
       Request r = requests_.top();
