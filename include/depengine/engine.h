@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "depengine/version.h"
+
 namespace depengine {
 
 // The kind of device a function runs on.

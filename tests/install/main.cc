@@ -1,11 +1,19 @@
-// A program built against an installed depengine with find_package: runs
-// the seed's first example on every engine kind and checks the result.
+// A program built against an installed depengine, with find_package or
+// with pkg-config: checks that the library it linked is the version of the
+// headers it was compiled with, then runs the seed's first example on every
+// engine kind and checks the result.
 #include <depengine/engine.h>
 
 #include <cstdio>
+#include <cstring>
 
 int main() {
   using namespace depengine;
+  if (std::strcmp(LibraryVersion(), DEPENGINE_VERSION_STRING) != 0) {
+    std::fprintf(stderr, "linked depengine %s, headers of %s\n", LibraryVersion(),
+                 DEPENGINE_VERSION_STRING);
+    return 1;
+  }
   for (EngineKind kind : {EngineKind::kNaive, EngineKind::kPooled, EngineKind::kPerDevice}) {
     EngineOptions options;
     options.kind = kind;

@@ -112,3 +112,50 @@ if(EXISTS ${consumer_build}/ops_consumer)
 elseif(OPS_EXPECTED)
   message(FATAL_ERROR "depengine_ops was built but the installed package has no depengine::ops")
 endif()
+
+# pkg-config, as a program built without CMake uses depengine: the version
+# the files name, then the consumers compiled and linked with nothing but
+# the compiler, -std=c++20 and what `pkg-config --cflags --libs` prints.
+if(NOT PKG_CONFIG)
+  message(FATAL_ERROR "pkg-config was not found, so the installed depengine.pc cannot be checked "
+                      "(Debian: apt-get install pkg-config; tools/setup.sh installs it)")
+endif()
+foreach(var INSTALL_LIBDIR EXPECTED_VERSION)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "run_install_test.cmake: ${var} is not set")
+  endif()
+endforeach()
+set(pc_env ${CMAKE_COMMAND} -E env --unset=PKG_CONFIG_LIBDIR
+    PKG_CONFIG_PATH=${prefix}/${INSTALL_LIBDIR}/pkgconfig)
+function(pkg_config out_var)
+  execute_process(COMMAND ${pc_env} ${PKG_CONFIG} ${ARGN}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "pkg-config ${ARGN} failed (${rc}):\n${out}\n${err}")
+  endif()
+  set(${out_var} "${out}" PARENT_SCOPE)
+endfunction()
+function(pkg_config_consumer module source program)
+  pkg_config(flags --cflags --libs ${module})
+  separate_arguments(flags UNIX_COMMAND "${flags}")
+  run_step("build ${program} with pkg-config ${module}" ${CXX_COMPILER} -std=c++20 -O1
+    ${source} -o ${WORK_DIR}/${program} ${flags})
+  run_step("run ${program}" ${WORK_DIR}/${program})
+endfunction()
+
+set(pc_modules depengine)
+if(OPS_EXPECTED)
+  list(APPEND pc_modules depengine-ops)
+endif()
+foreach(module ${pc_modules})
+  pkg_config(version --modversion ${module})
+  if(NOT version STREQUAL EXPECTED_VERSION)
+    message(FATAL_ERROR "pkg-config says ${module} is version '${version}', the build is "
+                        "${EXPECTED_VERSION}")
+  endif()
+endforeach()
+pkg_config_consumer(depengine ${CONSUMER_SOURCE}/main.cc pkgconfig_consumer)
+if(OPS_EXPECTED)
+  pkg_config_consumer(depengine-ops ${CONSUMER_SOURCE}/ops_main.cc pkgconfig_ops_consumer)
+endif()
