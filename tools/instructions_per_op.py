@@ -36,6 +36,22 @@ Usage:
 BIN: depengine-bench binaries; with several, a column each, and the ratio of
 each to the first. Needs valgrind (apt-get install valgrind). Exit status 1
 when a run failed.
+
+The budget (bench/instruction_budget.json): the counts of both sides for the
+default cases, as the Release build of the toolchain it names gave them. The
+ctest test `instruction_budget` runs
+  tools/instructions_per_op.py --check=bench/instruction_budget.json \
+                               --toolchain=DESC BIN
+which fails (exit 1) when a case counts more than its budget plus the
+side's margin: a longer hot path shows up in the test suite, where a timing
+on this machine could not show it. A build whose toolchain description
+differs from the budget's is not compared (exit 77, which ctest reports as
+skipped): another compiler or other flags give other counts. A change that
+lengthens or shortens the path on purpose records the new counts with
+  tools/instructions_per_op.py --write-budget=bench/instruction_budget.json \
+                               --toolchain=DESC BIN
+in the same commit (the test prints DESC), so the history of that file is
+the history of the path's length.
 """
 import argparse
 import glob
@@ -96,15 +112,95 @@ def count(binary, case, n_scale, side, workdir):
     return rows[0]["title"], total / ops
 
 
+# How far above its budget a case may count before --check fails. The
+# naive engine's path is one thread and counts the same in every run of one
+# binary; the worker side depends on whether the pusher ran ahead, which
+# callgrind's scheduling varies (see --side above).
+BUDGET_MARGIN = {"path": 0.03, "worker": 0.10}
+SKIPPED = 77  # ctest's SKIP_RETURN_CODE for the budget test
+
+
+def measure_budget(binary, workdir):
+    """Both sides' counts for the default cases, rounded as the budget keeps them."""
+    counts = {}
+    for side in sorted(SIDES):
+        counts[side] = {}
+        for case in DEFAULT_ONLY.split(","):
+            _, per_op = count(binary, case, DEFAULT_N_SCALE, side, workdir)
+            counts[side][case] = round(per_op, 1)
+            print(f"{side} {case}: {per_op:.1f} instructions/op", file=sys.stderr)
+    return counts
+
+
+def write_budget(path, toolchain, binary):
+    with tempfile.TemporaryDirectory() as workdir:
+        counts = measure_budget(binary, workdir)
+    budget = {"toolchain": toolchain, "n_scale": DEFAULT_N_SCALE, **counts}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(budget, f, indent=2, sort_keys=True)
+        f.write("\n")
+    print(f"instructions_per_op: wrote {path} for {toolchain}")
+
+
+def check_budget(path, toolchain, binary):
+    with open(path, encoding="utf-8") as f:
+        budget = json.load(f)
+    if budget.get("toolchain") != toolchain:
+        print(f"instructions_per_op: {path} was recorded with\n  {budget.get('toolchain')}\n"
+              f"and this build is\n  {toolchain}\nso their counts are not comparable: not "
+              f"checked (--write-budget records a budget for this toolchain)")
+        return SKIPPED
+    with tempfile.TemporaryDirectory() as workdir:
+        counts = measure_budget(binary, workdir)
+    over = []
+    print("| side | case | budget | counted | ratio | limit |")
+    print("|---|---|--:|--:|--:|--:|")
+    for side in sorted(SIDES):
+        limit_ratio = 1 + BUDGET_MARGIN[side]
+        for case, counted in counts[side].items():
+            allowed = budget.get(side, {}).get(case)
+            if allowed is None:
+                over.append(f"{side} {case}: no budget recorded")
+                continue
+            ratio = counted / allowed
+            print(f"| {side} | {case} | {allowed:.1f} | {counted:.1f} | {ratio:.3f} | "
+                  f"{limit_ratio:.2f} |")
+            if ratio > limit_ratio:
+                over.append(f"{side} {case}: {counted:.1f} instructions/op, budget {allowed:.1f} "
+                            f"(+{100 * (ratio - 1):.1f}%, margin {100 * BUDGET_MARGIN[side]:.0f}%)")
+    if over:
+        print("instructions_per_op: over budget:\n  " + "\n  ".join(over) +
+              f"\nThe engine's path got longer. If that is meant, record the new counts in the "
+              f"same commit:\n  tools/instructions_per_op.py --write-budget={path} "
+              f"--toolchain='{toolchain}' {binary}")
+        return 1
+    print("instructions_per_op: every case within its budget")
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--side", choices=sorted(SIDES), default="path")
     parser.add_argument("--only", default=DEFAULT_ONLY)
     parser.add_argument("--n-scale", default=DEFAULT_N_SCALE)
+    parser.add_argument("--check", metavar="BUDGET", help="compare with a budget file")
+    parser.add_argument("--write-budget", metavar="BUDGET", help="record a budget file")
+    parser.add_argument("--toolchain", help="with --check / --write-budget: the build's "
+                        "compiler and flags, as the budget names them")
     parser.add_argument("binaries", nargs="+")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("instructions_per_op: valgrind is not installed (tools/setup.sh installs it)")
+    if args.check or args.write_budget:
+        if args.check and args.write_budget:
+            sys.exit("instructions_per_op: --check and --write-budget exclude each other")
+        if not args.toolchain or len(args.binaries) != 1:
+            sys.exit("instructions_per_op: --check and --write-budget need --toolchain and "
+                     "exactly one binary")
+        if args.write_budget:
+            write_budget(args.write_budget, args.toolchain, args.binaries[0])
+            return 0
+        return check_budget(args.check, args.toolchain, args.binaries[0])
     cases = args.only.split(",")
     table = {}
     titles = {}
@@ -128,7 +224,8 @@ def main():
         cells = [f"{table[(case, b)]:.1f}" for b in args.binaries]
         cells += [f"{table[(case, b)] / first:.3f}" for b in args.binaries[1:]]
         print(f"| {titles[case]} | " + " | ".join(cells) + " |")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
