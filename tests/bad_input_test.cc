@@ -639,6 +639,22 @@ TEST_P(BadInputTest, NegativeThreadCountIsRejected) {
   }
 }
 
+TEST_P(BadInputTest, WorkerSpinOutsideItsRangeNamesTheFieldTheValueAndTheRange) {
+  for (const int bad : {-1, EngineOptions::kMaxWorkerSpinUs + 1}) {
+    EngineOptions o = Options();
+    o.worker_spin_us = bad;
+    EXPECT_THAT(MessageOf<std::invalid_argument>([&] { CreateEngine(o); }),
+                AllOf(HasSubstr("worker_spin_us = " + std::to_string(bad)),
+                      HasSubstr("[0, " + std::to_string(EngineOptions::kMaxWorkerSpinUs) + "]")))
+        << bad;
+  }
+  for (const int good : {0, EngineOptions::kMaxWorkerSpinUs}) {
+    EngineOptions o = Options();
+    o.worker_spin_us = good;
+    EXPECT_NO_THROW(CreateEngine(o)) << good;
+  }
+}
+
 // docs/reliability.md: a negative thread count is reported with the
 // variable, the value and what it accepts. The message named none of the
 // fields nor the value ("thread counts and simulated_gpus must be >= 0").

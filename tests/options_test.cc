@@ -24,7 +24,7 @@ const char* const kVariables[] = {
     "DEPENGINE_ENGINE_TYPE",           "DEPENGINE_CPU_WORKER_NTHREADS",
     "DEPENGINE_CPU_PRIORITY_NTHREADS", "DEPENGINE_GPU_WORKER_NTHREADS",
     "DEPENGINE_GPU_COPY_NTHREADS",     "DEPENGINE_MAX_IN_FLIGHT",
-    "DEPENGINE_SIMULATED_GPUS",
+    "DEPENGINE_SIMULATED_GPUS",        "DEPENGINE_WORKER_SPIN_US",
 };
 
 // Unsets every DEPENGINE_* variable for the test and restores them after.
@@ -63,6 +63,8 @@ TEST_F(OptionsTest, NothingSetGivesTheDefaults) {
   EXPECT_EQ(o.gpu_copy_threads, 0);
   EXPECT_EQ(o.max_in_flight, 0u);
   EXPECT_EQ(o.simulated_gpus, 0);
+  EXPECT_EQ(o.worker_spin_us, EngineOptions::kDefaultWorkerSpinUs);
+  EXPECT_EQ(o.worker_spin_us, d.worker_spin_us);
 }
 
 TEST_F(OptionsTest, EngineTypeAcceptsEveryNameAndMXNetsAlias) {
@@ -101,7 +103,9 @@ TEST_F(OptionsTest, EveryCountVariableIsRead) {
   Set("DEPENGINE_GPU_COPY_NTHREADS", "2");
   Set("DEPENGINE_MAX_IN_FLIGHT", "1000");
   Set("DEPENGINE_SIMULATED_GPUS", "2");
+  Set("DEPENGINE_WORKER_SPIN_US", "0");
   const EngineOptions o = EngineOptions::FromEnv();
+  EXPECT_EQ(o.worker_spin_us, 0);
   EXPECT_EQ(o.cpu_worker_threads, 3);
   EXPECT_EQ(o.cpu_priority_threads, 5);
   EXPECT_EQ(o.gpu_worker_threads, 4);
@@ -143,6 +147,21 @@ TEST_F(OptionsTest, CountTooLargeForItsFieldNamesTheVariable) {
   Set("DEPENGINE_MAX_IN_FLIGHT", "99999999999999999999");
   EXPECT_THAT(MessageOf<std::invalid_argument>([] { EngineOptions::FromEnv(); }),
               HasSubstr("DEPENGINE_MAX_IN_FLIGHT"));
+}
+
+// DEPENGINE_WORKER_SPIN_US: 0 is a value (no spin), not "the default", and
+// the bound is the field's range, not int's.
+TEST_F(OptionsTest, WorkerSpinIsReadUpToItsBoundAndSaysWhatZeroMeans) {
+  const std::string max = std::to_string(EngineOptions::kMaxWorkerSpinUs);
+  Set("DEPENGINE_WORKER_SPIN_US", max.c_str());
+  EXPECT_EQ(EngineOptions::FromEnv().worker_spin_us, EngineOptions::kMaxWorkerSpinUs);
+  const std::string over = std::to_string(EngineOptions::kMaxWorkerSpinUs + 1);
+  Set("DEPENGINE_WORKER_SPIN_US", over.c_str());
+  EXPECT_THAT(MessageOf<std::invalid_argument>([] { EngineOptions::FromEnv(); }),
+              AllOf(HasSubstr("DEPENGINE_WORKER_SPIN_US=" + over), HasSubstr("at most " + max)));
+  Set("DEPENGINE_WORKER_SPIN_US", "-5");
+  EXPECT_THAT(MessageOf<std::invalid_argument>([] { EngineOptions::FromEnv(); }),
+              AllOf(HasSubstr("DEPENGINE_WORKER_SPIN_US=-5"), HasSubstr("0 = sleep at once")));
 }
 
 // Every value of a size_t field is accepted (max_in_flight up to SIZE_MAX),

@@ -21,7 +21,7 @@ void PopBatch(TaskQueue& queue, benchmark::State& state) {
 
 // kBatch pushes, one at a time (Dispatch from a pusher), then kBatch pops.
 void BM_QueuePushPop(benchmark::State& state) {
-  TaskQueue queue;
+  TaskQueue queue{std::chrono::microseconds(EngineOptions::kDefaultWorkerSpinUs)};
   std::vector<OprBlock> blocks(kBatch);
   for (auto _ : state) {
     for (OprBlock& b : blocks) queue.Push(&b);
@@ -34,7 +34,7 @@ BENCHMARK(BM_QueuePushPop)->UseRealTime();
 // The same blocks pushed as one batch (a completion that makes several
 // functions ready queues them with one tail exchange).
 void BM_QueuePushBatchPop(benchmark::State& state) {
-  TaskQueue queue;
+  TaskQueue queue{std::chrono::microseconds(EngineOptions::kDefaultWorkerSpinUs)};
   std::vector<OprBlock> blocks(kBatch);
   std::vector<OprBlock*> pointers;
   for (OprBlock& b : blocks) pointers.push_back(&b);
@@ -48,7 +48,7 @@ BENCHMARK(BM_QueuePushBatchPop)->UseRealTime();
 
 // Ready blocks of mixed priorities: the heap's path.
 void BM_QueuePushPopPriorities(benchmark::State& state) {
-  TaskQueue queue;
+  TaskQueue queue{std::chrono::microseconds(EngineOptions::kDefaultWorkerSpinUs)};
   std::vector<OprBlock> blocks(kBatch);
   for (int i = 0; i < kBatch; ++i) blocks[i].priority = i % 7 - 3;
   for (auto _ : state) {

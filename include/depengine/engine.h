@@ -313,13 +313,26 @@ struct EngineOptions {
   // callback is never called). Environment: DEPENGINE_WATCHDOG_SECONDS.
   // CreateEngine raises std::invalid_argument for a negative value or NaN.
   double watchdog_seconds = 0;
+  // How long, in microseconds, a worker that runs out of work keeps polling
+  // its queue before it sleeps. A polling worker starts a new function
+  // within a microsecond of its push; a sleeping one waits for the pusher's
+  // wake-up call and the scheduler (1-20 us, more on a busy machine). But
+  // polling holds a core while no work comes: a program that pushes one
+  // function now and then pays about this much CPU time per worker per
+  // pause. 0 = sleep at once (the least CPU for a trickle of work). Not 0
+  // means a spin, unlike the fields above. Environment:
+  // DEPENGINE_WORKER_SPIN_US. CreateEngine raises std::invalid_argument
+  // outside [0, kMaxWorkerSpinUs].
+  static constexpr int kDefaultWorkerSpinUs = 50;
+  static constexpr int kMaxWorkerSpinUs = 10'000'000;
+  int worker_spin_us = kDefaultWorkerSpinUs;
 
   // Reads DEPENGINE_ENGINE_TYPE (NaiveEngine, ThreadedEnginePooled or its
   // alias ThreadedEngine, ThreadedEnginePerDevice),
   // DEPENGINE_CPU_WORKER_NTHREADS, DEPENGINE_CPU_PRIORITY_NTHREADS,
   // DEPENGINE_GPU_WORKER_NTHREADS, DEPENGINE_GPU_COPY_NTHREADS,
-  // DEPENGINE_MAX_IN_FLIGHT, DEPENGINE_SIMULATED_GPUS, DEPENGINE_PROFILE and
-  // DEPENGINE_WATCHDOG_SECONDS. Surrounding whitespace is ignored (except
+  // DEPENGINE_MAX_IN_FLIGHT, DEPENGINE_SIMULATED_GPUS, DEPENGINE_PROFILE,
+  // DEPENGINE_WATCHDOG_SECONDS and DEPENGINE_WORKER_SPIN_US. Surrounding whitespace is ignored (except
   // in DEPENGINE_PROFILE, a path), and a variable that is unset, empty or
   // blank keeps its default. Counts are
   // decimal digits with an optional leading '+', up to the field's largest

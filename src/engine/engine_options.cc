@@ -28,10 +28,12 @@ std::optional<std::string> ReadTrimmed(const char* name) {
   return v;
 }
 
-// Reads a non-negative decimal integer variable (an optional leading '+');
-// unset, empty or blank leaves `out` as is.
+// Reads a non-negative decimal integer variable (an optional leading '+'),
+// at most `max`; unset, empty or blank leaves `out` as is. `zero` says what
+// 0 means, for the message.
 template <class T>
-void ReadCount(const char* name, T* out) {
+void ReadCount(const char* name, T* out, T max = std::numeric_limits<T>::max(),
+               const char* zero = "0 = default") {
   const std::optional<std::string> s = ReadTrimmed(name);
   if (!s) return;
   const auto fail = [&](const std::string& why) {
@@ -39,7 +41,7 @@ void ReadCount(const char* name, T* out) {
   };
   const std::size_t digits = (*s)[0] == '+' ? 1 : 0;
   if (digits == s->size() || s->find_first_not_of("0123456789", digits) != std::string::npos) {
-    fail("expected a non-negative integer (0 = default)");
+    fail(std::string("expected a non-negative integer (") + zero + ")");
   }
   // Digits only: strtoull neither negates nor skips anything, and a value
   // beyond unsigned long long is ERANGE rather than a wrapped number.
@@ -47,8 +49,8 @@ void ReadCount(const char* name, T* out) {
   const unsigned long long v = std::strtoull(s->c_str() + digits, nullptr, 10);
   // Compared as unsigned: T may be as wide as unsigned long long (size_t)
   // or narrower (int), and a value that does not fit must not wrap.
-  if (errno == ERANGE || v > static_cast<unsigned long long>(std::numeric_limits<T>::max())) {
-    fail("too large (at most " + std::to_string(std::numeric_limits<T>::max()) + ")");
+  if (errno == ERANGE || v > static_cast<unsigned long long>(max)) {
+    fail("too large (at most " + std::to_string(max) + ")");
   }
   *out = static_cast<T>(v);
 }
@@ -78,6 +80,8 @@ EngineOptions EngineOptions::FromEnv() {
   ReadCount("DEPENGINE_GPU_COPY_NTHREADS", &o.gpu_copy_threads);
   ReadCount("DEPENGINE_MAX_IN_FLIGHT", &o.max_in_flight);
   ReadCount("DEPENGINE_SIMULATED_GPUS", &o.simulated_gpus);
+  ReadCount("DEPENGINE_WORKER_SPIN_US", &o.worker_spin_us, EngineOptions::kMaxWorkerSpinUs,
+            "0 = sleep at once");
   // NOLINTNEXTLINE(concurrency-mt-unsafe): as in ReadTrimmed
   if (const char* s = std::getenv("DEPENGINE_PROFILE"); s != nullptr) o.profile_path = s;
   if (const std::optional<std::string> s = ReadTrimmed("DEPENGINE_WATCHDOG_SECONDS")) {

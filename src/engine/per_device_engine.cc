@@ -27,6 +27,16 @@ class PerDeviceEngine final : public ThreadedEngine {
     (void)PoolFor(kCpuNormal, 0);
   }
 
+  IdleCounts WorkerIdleCountsForTesting() override {
+    MutexLock lock(create_mu_);
+    IdleCounts c;
+    for (const auto& pool : owned_) {
+      c.sleeps += pool->queue().SleepsForTesting();
+      c.timed_spins += pool->queue().TimedSpinsForTesting();
+    }
+    return c;
+  }
+
   ~PerDeviceEngine() override {
     Drain();
     MutexLock lock(create_mu_);
@@ -74,7 +84,7 @@ class PerDeviceEngine final : public ThreadedEngine {
     if (p == nullptr) {
       const int n = options().cpu_priority_threads > 0 ? options().cpu_priority_threads : 2;
       owned_.push_back(std::make_unique<WorkerPool>(
-          "cpu/priority", n, [this](WorkerPool& pool, int i) { WorkerLoop(pool, i, nullptr); }));
+          "cpu/priority", n, WorkerSpin(), [this](WorkerPool& pool, int i) { WorkerLoop(pool, i, nullptr); }));
       p = owned_.back().get();
       priority_.store(p, std::memory_order_release);
     }
@@ -104,7 +114,7 @@ class PerDeviceEngine final : public ThreadedEngine {
     }
     const bool real_gpu = kind != kCpuNormal && o.simulated_gpus == 0;
     owned_.push_back(std::make_unique<WorkerPool>(
-        name, threads, [this, real_gpu, dev_id](WorkerPool& pool, int i) {
+        name, threads, WorkerSpin(), [this, real_gpu, dev_id](WorkerPool& pool, int i) {
           void* stream = real_gpu ? gpu::CreateStream(dev_id) : nullptr;
           WorkerLoop(pool, i, stream);
           gpu::DestroyStream(stream);

@@ -16,10 +16,19 @@ class PooledEngine final : public ThreadedEngine {
         normal_(std::make_unique<WorkerPool>(
             "pooled/normal",
             options.cpu_worker_threads > 0 ? options.cpu_worker_threads : DefaultCpuWorkers(),
-            [this](WorkerPool& pool, int i) { WorkerLoop(pool, i, nullptr); })),
+            WorkerSpin(), [this](WorkerPool& pool, int i) { WorkerLoop(pool, i, nullptr); })),
         copy_(std::make_unique<WorkerPool>(
-            "pooled/copy", options.gpu_copy_threads > 0 ? options.gpu_copy_threads : 1,
+            "pooled/copy", options.gpu_copy_threads > 0 ? options.gpu_copy_threads : 1, WorkerSpin(),
             [this](WorkerPool& pool, int i) { WorkerLoop(pool, i, nullptr); })) {}
+
+  IdleCounts WorkerIdleCountsForTesting() override {
+    IdleCounts c;
+    for (const WorkerPool* pool : {normal_.get(), copy_.get()}) {
+      c.sleeps += pool->queue().SleepsForTesting();
+      c.timed_spins += pool->queue().TimedSpinsForTesting();
+    }
+    return c;
+  }
 
   ~PooledEngine() override {
     Drain();

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -93,6 +94,10 @@ class ThreadedEngine : public Engine {
   void Drain();
 
   const EngineOptions& options() const { return options_; }
+  // How long the engine's idle workers poll before they sleep.
+  std::chrono::microseconds WorkerSpin() const {
+    return std::chrono::microseconds(options_.worker_spin_us);
+  }
 
  public:
   // The profiler behind include/depengine/profiler.h.
@@ -117,6 +122,15 @@ class ThreadedEngine : public Engine {
   // For tests: WaitForAll calls (and Drain rounds) blocked now, their spin
   // over (see WaitPendingZero).
   int BlockedWaitForAllsForTesting() const { return idle_waiters_.load(std::memory_order_seq_cst); }
+
+  // For tests: times the engine's workers went to sleep, and idle periods
+  // in which they polled past the first round (TaskQueue); 0 for an engine
+  // without workers.
+  struct IdleCounts {
+    std::uint64_t sleeps = 0;
+    std::uint64_t timed_spins = 0;
+  };
+  virtual IdleCounts WorkerIdleCountsForTesting() { return {}; }
 
   void SetProfileAll(bool on) { profile_all_.store(on, std::memory_order_relaxed); }
   bool ProfileAll() const { return profile_all_.load(std::memory_order_relaxed); }

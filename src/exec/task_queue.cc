@@ -22,7 +22,10 @@ namespace {
 bool LowerPriority(const OprBlock* a, const OprBlock* b) { return a->priority < b->priority; }
 }  // namespace
 
-TaskQueue::TaskQueue() : tail_(&stub_), head_(&stub_) { stub_.queue_next = nullptr; }
+TaskQueue::TaskQueue(std::chrono::microseconds idle_spin)
+    : idle_spin_(idle_spin), tail_(&stub_), head_(&stub_) {
+  stub_.queue_next = nullptr;
+}
 
 void TaskQueue::LinkFifo(OprBlock* first, OprBlock* last) {
   Next(last).store(nullptr, std::memory_order_relaxed);
@@ -173,6 +176,7 @@ void TaskQueue::SpinWhileEmpty(int round) {
 
 void TaskQueue::SleepWhileEmpty() {
   std::unique_lock<std::mutex> lock(sleep_mu_);
+  sleeps_.fetch_add(1, std::memory_order_relaxed);
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
   // One wait: a notify (or a spurious wake-up) sends the worker back to the
   // queue, which it re-checks from the top.

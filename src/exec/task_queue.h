@@ -14,7 +14,8 @@
 // every worker fought over one cache line per push and per pop, which was half
 // of the per-function cost on the parallel workloads.
 //
-// Wake-up protocol: a worker that finds the queue empty spins briefly, then,
+// Wake-up protocol: a worker that finds the queue empty spins for at most
+// the queue's idle spin (EngineOptions::worker_spin_us), then,
 // holding sleep_mu_, (1) increments sleepers_ and (2) re-checks Empty(), and
 // waits on sleep_cv_ only while the queue stays empty. A pusher (a) publishes
 // its block (the tail exchange, or heap_size_ for the heap) and then (b) reads
@@ -27,6 +28,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <condition_variable>
 #include <cstddef>
@@ -42,7 +44,9 @@ namespace depengine::internal {
 
 class TaskQueue {
  public:
-  TaskQueue();
+  // How long a worker that finds the queue empty polls it before it sleeps
+  // (EngineOptions::worker_spin_us); zero: it sleeps at once.
+  explicit TaskQueue(std::chrono::microseconds idle_spin);
   TaskQueue(const TaskQueue&) = delete;
   TaskQueue& operator=(const TaskQueue&) = delete;
 
@@ -72,10 +76,19 @@ class TaskQueue {
   // blocks are not counted: that would cost every push an atomic add.
   std::size_t SizeHint() const;
 
+  // For tests: times a worker went to sleep on this queue, and idle periods
+  // that went on polling past the first round (the time-bounded spin).
+  std::uint64_t SleepsForTesting() const { return sleeps_.load(std::memory_order_relaxed); }
+  std::uint64_t TimedSpinsForTesting() const {
+    return timed_spins_.load(std::memory_order_relaxed);
+  }
+
  private:
   // Spins before a worker sleeps: a short wait is far cheaper than a futex
-  // round trip when work arrives at a high rate.
-  static constexpr int kSpinRounds = 64;
+  // round trip when work arrives at a high rate. Bounded by time, not by a
+  // count of pause instructions, whose length differs about 14x between
+  // x86 cores (about 26 ns here, 140 cycles on recent Intel, 10 on older).
+  const std::chrono::microseconds idle_spin_;
 
   static std::atomic_ref<OprBlock*> Next(OprBlock* b) {
     return std::atomic_ref<OprBlock*>(b->queue_next);
@@ -161,6 +174,12 @@ class TaskQueue {
   std::mutex sleep_mu_;  // pairs with sleep_cv_; see the protocol
   std::condition_variable sleep_cv_;
   std::atomic<bool> stop_{false};  // set once by Stop()
+
+  // --- counts for tests (relaxed: nothing orders by them) ---
+  // Written once per idle period at most, on a line of their own so that
+  // the pushers' line above is not written more often than before.
+  alignas(64) std::atomic<std::uint64_t> sleeps_{0};
+  std::atomic<std::uint64_t> timed_spins_{0};
 };
 
 template <class OnEmpty>
@@ -168,6 +187,7 @@ OprBlock* TaskQueue::Pop(OnEmpty&& on_empty) {
   bool reported_empty = false;
   bool spinning = false;  // counted in spinners_
   int missed = 0;         // TryDequeue found nothing although the queue was not empty
+  std::chrono::steady_clock::time_point spin_end;  // set when round 0 spins
   for (int round = 0;; ++round) {
     if (!EmptyHint()) {
       if (spinning) {
@@ -199,7 +219,15 @@ OprBlock* TaskQueue::Pop(OnEmpty&& on_empty) {
       if (!Empty()) continue;  // a block pushed before Stop still runs
       return nullptr;
     }
-    if (round < kSpinRounds) {
+    // Round 0 (32 pauses, about a microsecond) reads no clock: a worker
+    // that keeps pace with a pusher finds its next block there, and a clock
+    // read (20-30 ns) would delay it. The time bound starts at round 1,
+    // then one clock read per round.
+    if (idle_spin_.count() > 0 &&
+        (round == 0 ||
+         (round == 1 ? (spin_end = std::chrono::steady_clock::now() + idle_spin_,
+                        timed_spins_.fetch_add(1, std::memory_order_relaxed), true)
+                     : std::chrono::steady_clock::now() < spin_end))) {
       // The first round spins unregistered: a worker that keeps pace with a
       // pusher finds its next block within it, and registering would write
       // the line every pusher reads on every push. An unregistered spinner

@@ -48,9 +48,10 @@ void LimitThreadStartsForTesting(int n) {
   g_thread_starts_left.store(n < 0 ? -1 : n, std::memory_order_relaxed);
 }
 
-WorkerPool::WorkerPool(std::string name, int nthreads,
+WorkerPool::WorkerPool(std::string name, int nthreads, std::chrono::microseconds idle_spin,
                        const std::function<void(WorkerPool&, int)>& body)
     : name_(std::move(name)),
+      queue_(std::make_unique<TaskQueue>(idle_spin)),
       threads_(std::make_unique<std::vector<std::thread>>()),
       creator_pid_(getpid()) {
   threads_->reserve(static_cast<std::size_t>(nthreads));

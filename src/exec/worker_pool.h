@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,8 +21,10 @@ class WorkerPool {
   // Starts `nthreads` threads, each running body(*this, index). When a
   // thread cannot be started (the system refuses it: EAGAIN, no memory for
   // its stack), stops and joins the threads already started and raises
-  // std::system_error naming the pool and the thread.
-  WorkerPool(std::string name, int nthreads, const std::function<void(WorkerPool&, int)>& body);
+  // std::system_error naming the pool and the thread. An idle worker polls
+  // the queue for `idle_spin` before it sleeps (TaskQueue).
+  WorkerPool(std::string name, int nthreads, std::chrono::microseconds idle_spin,
+             const std::function<void(WorkerPool&, int)>& body);
   // Stops the queue and joins the threads; blocks still queued are run
   // first (the engine drains before it destroys pools).
   ~WorkerPool();
@@ -29,6 +32,7 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   TaskQueue& queue() { return *queue_; }
+  const TaskQueue& queue() const { return *queue_; }
   // "cpu/normal", "cpu/priority", "gpu0/copy"...: names the pool's threads.
   const std::string& name() const { return name_; }
   int size() const { return static_cast<int>(threads_->size()); }
@@ -37,7 +41,7 @@ class WorkerPool {
   std::string name_;
   // By pointer, like threads_: a forked child leaks it (its condition
   // variable may have had waiters in the parent, and destroying it would block).
-  std::unique_ptr<TaskQueue> queue_ = std::make_unique<TaskQueue>();
+  std::unique_ptr<TaskQueue> queue_;
   // Written in the constructor only. Held by pointer so that a forked child,
   // which inherits the object but not the threads, can leak it instead of
   // joining threads that do not exist there.

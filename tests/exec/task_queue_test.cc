@@ -29,7 +29,7 @@ namespace {
 std::unique_ptr<OprBlock[]> MakeBlocks(int n) { return std::make_unique<OprBlock[]>(n); }
 
 TEST(TaskQueueTest, PopOrderIsPriorityThenFifo) {
-  TaskQueue q;
+  TaskQueue q{std::chrono::microseconds(EngineOptions::kDefaultWorkerSpinUs)};
   auto blocks = MakeBlocks(8);
   const int priorities[8] = {0, 5, -3, 0, 7, 0, -1, 5};
   for (int i = 0; i < 8; ++i) {
@@ -58,7 +58,7 @@ TEST(TaskQueueTest, PopOrderIsPriorityThenFifo) {
 }
 
 TEST(TaskQueueTest, SizeHintCountsProfiledBlocks) {
-  TaskQueue q;
+  TaskQueue q{std::chrono::microseconds(EngineOptions::kDefaultWorkerSpinUs)};
   auto blocks = MakeBlocks(6);
   alignas(64) static char fake_record[64];  // only compared with nullptr
   // Profiled: 0 and 1 in the FIFO, 2 in the heap; not profiled: 3 in the
@@ -85,7 +85,7 @@ TEST(TaskQueueTest, SizeHintCountsProfiledBlocks) {
 }
 
 TEST(TaskQueueTest, MayBypassOnlyWhenNothingOfHigherPriorityWaits) {
-  TaskQueue q;
+  TaskQueue q{std::chrono::microseconds(EngineOptions::kDefaultWorkerSpinUs)};
   auto blocks = MakeBlocks(2);
   EXPECT_TRUE(q.MayBypass(0));
   EXPECT_TRUE(q.MayBypass(-5));
@@ -108,7 +108,7 @@ TEST(TaskQueueTest, MayBypassOnlyWhenNothingOfHigherPriorityWaits) {
 // consumer counts what it pops. Every block must be popped exactly once and
 // the consumers must all return after Stop.
 void RunRace(int producers, int consumers, int per_producer) {
-  TaskQueue q;
+  TaskQueue q{std::chrono::microseconds(EngineOptions::kDefaultWorkerSpinUs)};
   const int total = producers * per_producer;
   auto blocks = MakeBlocks(total);
   std::unique_ptr<std::atomic<int>[]> seen(new std::atomic<int>[total]);
@@ -169,7 +169,7 @@ TEST(TaskQueueTest, TwoProducersFourConsumers) { RunRace(2, 4, support::Scaled(6
 // stub) while another producer is between its tail exchange and its link.
 // A block stranded in that window is never popped: the producer times out.
 TEST(TaskQueueTest, LastBlockRacesWithAppend) {
-  TaskQueue q;
+  TaskQueue q{std::chrono::microseconds(EngineOptions::kDefaultWorkerSpinUs)};
   // Two: a third producer's next push would rescue a stranded block.
   constexpr int kProducers = 2;
   // Scaled: every round waits for a consumer, often a sleeping one, so
@@ -212,7 +212,7 @@ TEST(TaskQueueTest, LastBlockRacesWithAppend) {
 // Consumers that are mostly asleep: one block at a time with a pause, so
 // every push meets sleeping workers (the lost-wake-up window).
 TEST(TaskQueueTest, EveryPushWakesASleeper) {
-  TaskQueue q;
+  TaskQueue q{std::chrono::microseconds(EngineOptions::kDefaultWorkerSpinUs)};
   constexpr int kBlocks = 300;
   auto blocks = MakeBlocks(kBlocks);
   std::atomic<int> popped{0};

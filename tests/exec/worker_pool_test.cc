@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <string>
@@ -29,7 +30,7 @@ TEST(WorkerPool, EachThreadRunsUnderItsOsName) {
   std::mutex mu;
   std::set<std::string> names;  // guarded by mu
   {
-    WorkerPool pool("pooled/normal", 12, [&](WorkerPool&, int) {
+    WorkerPool pool("pooled/normal", 12, std::chrono::microseconds(0), [&](WorkerPool&, int) {
       char name[16] = {};
       ASSERT_EQ(pthread_getname_np(pthread_self(), name, sizeof name), 0);
       std::lock_guard<std::mutex> lock(mu);
