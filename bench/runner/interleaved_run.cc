@@ -44,8 +44,10 @@ void RunCase(const BenchCase& c, const BenchOptions& options, Watchdog& watchdog
         row.ok = false;
         row.error = r.check_error;
         row.seconds.clear();
+        row.cpu_seconds.clear();
       } else if (round > 0) {
         row.seconds.push_back(r.seconds);
+        row.cpu_seconds.push_back(r.cpu_seconds);
       }
     }
   }

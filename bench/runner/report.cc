@@ -41,6 +41,11 @@ Summary ReportRow::NanosPerOp() const {
   return {s.median * scale, s.min * scale, s.max * scale};
 }
 
+double ReportRow::MedianCpuNanosPerOp() const {
+  if (cpu_seconds.empty() || ops == 0) return 0;
+  return Summarize(cpu_seconds).median * 1e9 / static_cast<double>(ops);
+}
+
 double ReportRow::MedianEfficiency() const {
   const double median = Summarize(seconds).median;
   if (median <= 0 || parallelism <= 0) return 0;
@@ -57,11 +62,11 @@ void PrintMarkdown(std::ostream& out, const ReportSettings& settings,
   out << "depengine-bench: " << settings.workers << " worker thread(s) per engine, "
       << settings.hardware_threads << " hardware thread(s), median of " << settings.reps
       << " after 1 warm-up, n-scale " << settings.n_scale << "\n\n";
-  out << "| workload | engine | ops | ns/op median | ns/op min | ns/op max | efficiency "
-         "| peak RSS (MiB) | bytes/pending op |\n";
-  out << "|---|---|--:|--:|--:|--:|--:|--:|--:|\n";
+  out << "| workload | engine | ops | ns/op median | ns/op min | ns/op max | CPU ns/op "
+         "| efficiency | peak RSS (MiB) | bytes/pending op |\n";
+  out << "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n";
   for (const ReportRow& r : rows) {
-    std::string median = "", min = "", max = "", efficiency = "";
+    std::string median = "", min = "", max = "", cpu = "", efficiency = "";
     if (!r.ok) {
       median = "FAILED";
     } else if (r.HasTiming()) {
@@ -69,6 +74,7 @@ void PrintMarkdown(std::ostream& out, const ReportSettings& settings,
       median = NanosCell(ns.median);
       min = NanosCell(ns.min);
       max = NanosCell(ns.max);
+      if (!r.cpu_seconds.empty()) cpu = NanosCell(r.MedianCpuNanosPerOp());
       if (r.spin_us > 0) efficiency = Format("%.2f", r.MedianEfficiency());
     }
     std::string peak, pending;
@@ -81,12 +87,17 @@ void PrintMarkdown(std::ostream& out, const ReportSettings& settings,
       }
     }
     out << "| " << r.title << " | " << r.engine << " | " << Grouped(r.ops) << " | " << median
-        << " | " << min << " | " << max << " | " << efficiency << " | " << peak << " | " << pending
+        << " | " << min << " | " << max << " | " << cpu << " | " << efficiency << " | " << peak
+        << " | " << pending
         << " |\n";
   }
 
   out << "\nNotes:\n";
   out << "- ns/op = wall / ops, wall from the first push to WaitForAll's return; W5: per push.\n";
+  out << "- CPU ns/op = the process's CPU time over the same region (user + system, every "
+         "thread: the pusher and the workers, their idle spin included) / ops, median over the "
+         "repetitions; at most the machine's hardware threads x ns/op, to within about a "
+         "millisecond per run (the kernel's accounting of threads running elsewhere).\n";
   out << "- efficiency (W4, T > 0) = (ops * T / P) / median wall; P = the worker threads, "
          "1 for NaiveEngine (it runs every function on the pushing thread).\n";
   // W4's cases share one DAG per size: one line per (ops, critical path).
@@ -150,6 +161,13 @@ bool WriteJson(const std::string& path, const ReportSettings& settings,
       for (std::size_t k = 0; k < r.seconds.size(); ++k)
         out << (k ? ", " : "") << JsonNumber(r.seconds[k]);
       out << "]";
+      if (!r.cpu_seconds.empty()) {
+        out << ", \"cpu_ns_per_op_median\": " << JsonNumber(r.MedianCpuNanosPerOp())
+            << ", \"cpu_seconds\": [";
+        for (std::size_t k = 0; k < r.cpu_seconds.size(); ++k)
+          out << (k ? ", " : "") << JsonNumber(r.cpu_seconds[k]);
+        out << "]";
+      }
       if (r.spin_us > 0) {
         out << ", \"spin_us\": " << r.spin_us << ", \"parallelism\": " << r.parallelism
             << ", \"efficiency\": " << JsonNumber(r.MedianEfficiency());

@@ -20,6 +20,9 @@ struct ReportRow {
   bool ok = true;       // every run's check passed
   std::string error;    // the first failed check, when !ok
   std::vector<double> seconds;  // the timed repetitions, in run order
+  // Each repetition's process CPU time (WorkloadResult::cpu_seconds); empty
+  // for a row that does not measure it (bodies alone).
+  std::vector<double> cpu_seconds;
   int spin_us = 0;      // W4's T: efficiency is reported when > 0
   int parallelism = 0;  // P of the efficiency: threads that run functions
   std::size_t critical_path = 0;  // W4 only
@@ -29,6 +32,7 @@ struct ReportRow {
 
   bool HasTiming() const { return !seconds.empty(); }
   Summary NanosPerOp() const;
+  double MedianCpuNanosPerOp() const;  // 0 without cpu_seconds
   double MedianEfficiency() const;  // (ops * T / P) / median wall
 };
 

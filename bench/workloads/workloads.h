@@ -39,6 +39,9 @@ struct WorkloadResult {
   bool ok = false;          // the result matched the serial run
   std::string check_error;  // why not, when !ok; then `seconds` means nothing
   double seconds = 0;       // first push to WaitForAll's return
+  // The process's CPU time (user + system, every thread: the pusher, the
+  // workers, their spinning) over the same region.
+  double cpu_seconds = 0;
   std::size_t ops = 0;      // functions (W5: operator pushes) in the timed region
   std::size_t critical_path = 0;  // W4 only: DagCriticalPath of the program run
 

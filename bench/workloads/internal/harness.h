@@ -3,6 +3,8 @@
 // Internal to depengine_workloads.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cstddef>
 #include <exception>
@@ -27,6 +29,14 @@ class Stopwatch {
   std::chrono::steady_clock::time_point start_;
 };
 
+// The process's CPU time so far, user and system, all threads.
+inline double ProcessCpuSeconds() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+         static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
+}
+
 // The message of the exception being handled.
 inline std::string CurrentExceptionMessage() {
   try {
@@ -49,10 +59,12 @@ template <class PushAll>
   WorkloadResult r;
   r.ops = ops;
   try {
+    const double cpu_start = ProcessCpuSeconds();
     Stopwatch watch;
     push_all();
     engine.WaitForAll();
     r.seconds = watch.Seconds();
+    r.cpu_seconds = ProcessCpuSeconds() - cpu_start;
     r.ok = true;
   } catch (...) {
     r.ok = false;
