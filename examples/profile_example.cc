@@ -27,6 +27,11 @@ int main(int argc, char** argv) {
   int A = 0, B = 0, C = 0, D = 0;
   VarHandle a = engine->NewVariable(), b = engine->NewVariable();
   VarHandle c = engine->NewVariable(), d = engine->NewVariable();
+  // The dumps then say "A RAW" on an edge instead of "v0 RAW".
+  SetVarName(*engine, a, "A");
+  SetVarName(*engine, b, "B");
+  SetVarName(*engine, c, "C");
+  SetVarName(*engine, d, "D");
   const Context cpu = Context::CPU();
   engine->PushSync(
       [&](RunContext) {

@@ -50,6 +50,16 @@ void DumpProfileStats(Engine& engine, std::ostream& table, const std::string& js
 // std::runtime_error when the file cannot be written.
 void DumpDependencyGraph(Engine& engine, const std::string& path);
 
+// Names `var` in this engine's dumps: the trace's reads, writes and
+// dependency arrows, WaitForVar's row, and the dependency graph's edges
+// show `name` instead of "v<number>". Takes effect at the next dump, for
+// the functions recorded before the call too; an empty name restores the
+// number. Kept after the var is deleted (the dumps still show the
+// functions that used it) and by ClearProfile. Any characters: the dumps
+// escape them. Raises std::invalid_argument for a null var, a var of
+// another engine, or one that was deleted.
+void SetVarName(Engine& engine, VarHandle var, const std::string& name);
+
 // Forgets what was recorded so far.
 void ClearProfile(Engine& engine);
 

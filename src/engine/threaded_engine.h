@@ -133,6 +133,12 @@ class ThreadedEngine : public Engine {
   virtual IdleCounts WorkerIdleCountsForTesting() { return {}; }
 
   void SetProfileAll(bool on) { profile_all_.store(on, std::memory_order_relaxed); }
+  // SetVarName (depengine/profiler.h): checks `var`, then names it in the
+  // profiler's dumps.
+  void NameVarInProfile(VarHandle var, const std::string& name) {
+    CheckLiveVar(var, "SetVarName");
+    profiler_->NameVar(var->profile_id, name);
+  }
   bool ProfileAll() const { return profile_all_.load(std::memory_order_relaxed); }
 
  protected:

@@ -180,13 +180,19 @@ std::string DotLabelText(const std::string& s) {
   return out;
 }
 
-std::string VarList(const std::vector<std::uint64_t>& ids) {
+using VarNameMap = std::unordered_map<std::uint64_t, std::string>;
+
+// A var as the dumps show it: its SetVarName name, else "v<id>".
+std::string VarLabel(const VarNameMap& names, std::uint64_t id) {
+  const auto it = names.find(id);
+  return it != names.end() ? it->second : "v" + std::to_string(id);
+}
+
+std::string VarList(const VarNameMap& names, const std::vector<std::uint64_t>& ids) {
   std::string out = "[";
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (i > 0) out += ',';
-    out += "\"v";
-    out += std::to_string(ids[i]);
-    out += '"';
+    out += JsonString(VarLabel(names, ids[i]));
   }
   return out + "]";
 }
@@ -488,6 +494,7 @@ void Profiler::WriteTraceEvents(std::ostream& out, int pid, const std::string& p
                                 bool first) {
   const auto records = Snapshot();
   const auto waits = Snapshot(/*waits=*/true);
+  const VarNameMap var_names = VarNames();
   std::vector<std::string> rows;  // after the records: every row they name
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -515,7 +522,8 @@ void Profiler::WriteTraceEvents(std::ostream& out, int pid, const std::string& p
        << ",\"name\":" << JsonString(r->name)
        << ",\"cat\":\"function\",\"ts\":" << Us(r->start_ns - origin_ns_)
        << ",\"dur\":" << Us(r->end_ns - r->start_ns) << ",\"args\":{\"seq\":" << r->seq
-       << ",\"reads\":" << VarList(r->reads) << ",\"writes\":" << VarList(r->writes)
+       << ",\"reads\":" << VarList(var_names, r->reads)
+       << ",\"writes\":" << VarList(var_names, r->writes)
        << ",\"priority\":" << r->priority << ",\"property\":\"" << PropName(r->prop)
        << "\",\"device\":\"" << DeviceName(r->ctx)
        << "\",\"queue_wait_us\":" << Us(r->start_ns - r->ready_ns)
@@ -539,7 +547,7 @@ void Profiler::WriteTraceEvents(std::ostream& out, int pid, const std::string& p
        << ",\"name\":" << JsonString(r->name) << ",\"cat\":\"wait\",\"ts\":"
        << Us(r->start_ns - origin_ns_) << ",\"dur\":" << Us(r->end_ns - r->start_ns)
        << ",\"args\":{";
-    if (!r->reads.empty()) ev << "\"var\":\"v" << r->reads[0] << "\"";
+    if (!r->reads.empty()) ev << "\"var\":" << JsonString(VarLabel(var_names, r->reads[0]));
     ev << "}}";
     emit(ev.str());
   }
@@ -555,8 +563,8 @@ void Profiler::WriteTraceEvents(std::ostream& out, int pid, const std::string& p
       ++flow_id;
       emit("{\"ph\":\"s\",\"pid\":" + p + ",\"tid\":" + std::to_string(r->row) + ",\"id\":" +
            std::to_string(flow_id) + ",\"name\":\"releases\",\"cat\":\"dependency\",\"ts\":" +
-           Us(r->end_ns - origin_ns_ - 1) + ",\"args\":{\"var\":\"v" + std::to_string(var) +
-           "\"}}");
+           Us(r->end_ns - origin_ns_ - 1) +
+           ",\"args\":{\"var\":" + JsonString(VarLabel(var_names, var)) + "}}");
       emit("{\"ph\":\"f\",\"bp\":\"e\",\"pid\":" + p + ",\"tid\":" + std::to_string(to->row) +
            ",\"id\":" + std::to_string(flow_id) +
            ",\"name\":\"releases\",\"cat\":\"dependency\",\"ts\":" + Us(to->start_ns - origin_ns_) +
@@ -678,8 +686,23 @@ void Profiler::WriteStats(std::ostream& table, const std::string& json_path) {
   CloseOrThrow(out, "DumpProfileStats", json_path);
 }
 
+void Profiler::NameVar(std::uint64_t id, std::string name) {
+  std::lock_guard<std::mutex> lock(var_names_mu_);
+  if (name.empty()) {
+    var_names_.erase(id);
+  } else {
+    var_names_[id] = std::move(name);
+  }
+}
+
+std::unordered_map<std::uint64_t, std::string> Profiler::VarNames() {
+  std::lock_guard<std::mutex> lock(var_names_mu_);
+  return var_names_;
+}
+
 void Profiler::WriteGraph(const std::string& path) {
   const auto records = Snapshot();
+  const VarNameMap var_names = VarNames();
   struct Edge {
     std::size_t from, to;
     std::uint64_t var;
@@ -750,8 +773,9 @@ void Profiler::WriteGraph(const std::string& path) {
   for (const Edge& e : edges) {
     const bool critical =
         on_path[e.from] && on_path[e.to] && pred[e.to] == static_cast<long>(e.from);
-    out << "  f" << records[e.from]->seq << " -> f" << records[e.to]->seq << " [label=\"v" << e.var
-        << " " << e.kind << "\"" << (critical ? ", color=red, penwidth=2" : "") << "];\n";
+    out << "  f" << records[e.from]->seq << " -> f" << records[e.to]->seq << " [label=\""
+        << DotLabelText(VarLabel(var_names, e.var)) << " " << e.kind << "\""
+        << (critical ? ", color=red, penwidth=2" : "") << "];\n";
   }
   out << "}\n";
   CloseOrThrow(out, "DumpDependencyGraph", path);

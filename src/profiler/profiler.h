@@ -24,6 +24,7 @@
 #include <mutex>
 #include <ostream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "depengine/engine.h"
@@ -108,6 +109,9 @@ class Profiler {
   // ("depengine engine 2", ...) instead of replacing it.
   void WriteTraceAtDestruction(const std::string& path);
   void WriteStats(std::ostream& table, const std::string& json_path);
+  // SetVarName: var `id` is `name` in the trace and the graph; an empty
+  // name gives it back its default, "v<id>".
+  void NameVar(std::uint64_t id, std::string name);
   void WriteGraph(const std::string& path);
   void Clear();
   std::size_t Count();
@@ -130,6 +134,8 @@ class Profiler {
   // Finished records with seq >= clear_floor_, sorted by seq: the
   // functions, or (waits = true) the waits.
   std::vector<const ProfileRecord*> Snapshot(bool waits = false);
+  // A copy of var_names_, taken once per dump.
+  std::unordered_map<std::uint64_t, std::string> VarNames();
 
   const std::uint64_t id_;  // tells thread caches apart from a dead profiler
   std::atomic<std::uint64_t> next_seq_{0};
@@ -147,6 +153,13 @@ class Profiler {
   // first need, owned by buffers_.
   Buffer* exited_buffer_ = nullptr;
   int exited_row_ = -1;
+
+  // SetVarName's names, by var id; kept after the var is deleted (dumps
+  // still show the functions that used it) and by Clear (they name vars,
+  // not records). Guarded by var_names_mu_, a lock of its own: naming a
+  // var must not wait for a dump that holds mu_ while it copies rows.
+  std::mutex var_names_mu_;
+  std::unordered_map<std::uint64_t, std::string> var_names_;
 };
 
 std::int64_t NowNs();

@@ -35,6 +35,10 @@ void DumpDependencyGraph(Engine& engine, const std::string& path) {
   Core(engine, "DumpDependencyGraph").profiler().WriteGraph(path);
 }
 
+void SetVarName(Engine& engine, VarHandle var, const std::string& name) {
+  Core(engine, "SetVarName").NameVarInProfile(var, name);
+}
+
 void ClearProfile(Engine& engine) { Core(engine, "ClearProfile").profiler().Clear(); }
 
 std::size_t ProfiledFunctionCount(Engine& engine) {

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -32,6 +33,10 @@
 
 namespace depengine::profiler_test {
 namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST_P(ProfilerTest, StatsTableAndJson) {
   auto e = MakeEngine();
@@ -627,6 +632,117 @@ TEST_P(ProfilerTest, GraphLabelsShowTheNames) {
   e->DeleteVariable({}, Context::CPU(), v);
   e->WaitForAll();
   std::remove(path.c_str());
+}
+
+// SetVarName: a named var shows its name wherever the dumps show a var (a
+// function's reads and writes, a dependency arrow, a WaitForVar, a graph
+// edge), escaped for each format; a var left unnamed keeps "v<number>";
+// a name given after its functions ran still applies, an empty one takes
+// it back, and a name outlives its var.
+TEST_P(ProfilerTest, VarNamesShowInTheTraceAndTheGraph) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle weights = e->NewVariable(), odd = e->NewVariable(), plain = e->NewVariable();
+  VarHandle renamed = e->NewVariable();
+  const std::string odd_name = "q\"x\\y\nz";  // a quote, a backslash, a line break
+  SetVarName(*e, weights, "weights");
+  SetVarName(*e, renamed, "temporary");
+  // On a threaded engine "init" holds until every function is pushed, so
+  // that its successors wait for it and the trace has arrows: "use" is
+  // released by init's write of weights, "sum" by use's write of odd. (The
+  // naive engine runs each function at its push.)
+  std::atomic<bool> go{GetParam() == EngineKind::kNaive};
+  e->PushSync(
+      [&go](RunContext) {
+        while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      },
+      Context::CPU(), {}, {weights, renamed}, FnProperty::kNormal, 0, "init");
+  e->PushSync([](RunContext) {}, Context::CPU(), {weights}, {odd}, FnProperty::kNormal, 0, "use");
+  e->PushSync([](RunContext) {}, Context::CPU(), {odd, renamed}, {plain}, FnProperty::kNormal, 0,
+              "sum");
+  e->PushSync([](RunContext) {}, Context::CPU(), {}, {plain}, FnProperty::kNormal, 0, "reset");
+  go.store(true, std::memory_order_release);
+  e->WaitForVar(weights);
+  e->WaitForAll();
+  SetVarName(*e, odd, odd_name);  // after its functions ran
+  SetVarName(*e, renamed, "");    // back to its number
+  e->DeleteVariable({}, Context::CPU(), weights);
+  e->WaitForAll();  // the name outlives the var
+
+  const std::string trace_path = TempPath("var_names.json");
+  DumpProfile(*e, trace_path);
+  const json trace = ReadJson(trace_path);
+  std::map<std::string, json> fn;
+  std::set<std::string> flow_vars;
+  std::string waited;
+  for (const json& ev : trace["traceEvents"]) {
+    if (IsFunctionEvent(ev)) fn[ev["name"]] = ev["args"];
+    if (ev["ph"] == "s") flow_vars.insert(ev["args"]["var"].get<std::string>());
+    if (ev["ph"] == "X" && ev["cat"] == "wait" && ev["name"] == "WaitForVar") {
+      waited = ev["args"]["var"];
+    }
+  }
+  ASSERT_EQ(fn.count("sum"), 1u) << trace.dump();
+  EXPECT_THAT(fn["init"]["writes"].get<std::vector<std::string>>(),
+              ::testing::UnorderedElementsAre("weights", ::testing::MatchesRegex("v[0-9]+")));
+  EXPECT_EQ(fn["use"]["reads"], json::array({"weights"}));
+  EXPECT_EQ(fn["use"]["writes"], json::array({odd_name}));
+  EXPECT_THAT(fn["sum"]["writes"][0].get<std::string>(), ::testing::MatchesRegex("v[0-9]+"));
+  for (const json& v : fn["sum"]["reads"]) {
+    EXPECT_THAT(v.get<std::string>(), ::testing::AnyOf(odd_name, ::testing::MatchesRegex("v[0-9]+")))
+        << "renamed back to its number";
+  }
+  EXPECT_EQ(waited, "weights");
+  if (GetParam() != EngineKind::kNaive) {  // it runs each function at its push: no arrows
+    EXPECT_EQ(flow_vars.count("weights"), 1u) << "init releases use";
+    EXPECT_EQ(flow_vars.count(odd_name), 1u) << "use releases sum";
+  }
+
+  const std::string graph_path = TempPath("var_names.dot");
+  DumpDependencyGraph(*e, graph_path);
+  const std::string dot = ReadFile(graph_path);
+  EXPECT_THAT(dot, HasSubstr("[label=\"weights RAW\""));               // init -> use
+  EXPECT_THAT(dot, HasSubstr("[label=\"q\\\"x\\\\y\\nz RAW\""));  // use -> sum, escaped
+  EXPECT_THAT(dot, ::testing::ContainsRegex("\\[label=\"v[0-9]+ WAW\""));  // sum -> reset
+  EXPECT_THAT(dot, Not(HasSubstr("temporary")));
+#ifdef DEPENGINE_DOT
+  const std::string cmd = std::string(DEPENGINE_DOT) + " -Tsvg " + graph_path + " -o /dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+#endif
+  for (VarHandle v : {odd, plain, renamed}) e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(trace_path.c_str());
+  std::remove(graph_path.c_str());
+}
+
+// The message of the std::invalid_argument `f` raises, or what it did instead.
+template <class F>
+std::string InvalidArgumentMessage(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  } catch (...) {
+    return "<another exception>";
+  }
+  return "<no exception>";
+}
+
+TEST_P(ProfilerTest, SetVarNameRefusesAVarItCannotName) {
+  auto e = MakeEngine();
+  auto other = MakeEngine();
+  EXPECT_THAT(InvalidArgumentMessage([&] { SetVarName(*e, nullptr, "x"); }),
+              AllOf(HasSubstr("SetVarName"), HasSubstr("null var")));
+  VarHandle foreign = other->NewVariable();
+  EXPECT_THAT(InvalidArgumentMessage([&] { SetVarName(*e, foreign, "x"); }),
+              AllOf(HasSubstr("SetVarName"), HasSubstr("another engine")));
+  VarHandle v = e->NewVariable();
+  e->DeleteVariable({}, Context::CPU(), v);
+  EXPECT_THAT(InvalidArgumentMessage([&] { SetVarName(*e, v, "x"); }),
+              AllOf(HasSubstr("SetVarName"), HasSubstr("deleted")));
+  e->WaitForAll();
+  other->DeleteVariable({}, Context::CPU(), foreign);
+  other->WaitForAll();
 }
 
 }  // namespace
