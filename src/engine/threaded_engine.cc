@@ -762,6 +762,12 @@ void ThreadedEngine::WorkerLoop(WorkerPool& pool, int index, void* stream) {
   tls_worker_raw = nullptr;
 }
 
+void ThreadedEngine::TellWatchdogStarted(const OprBlock& b) {
+  std::vector<std::uint64_t> reads, writes;
+  for (const VarSlot& s : b.slots()) (s.write() ? writes : reads).push_back(s.var->profile_id);
+  watchdog_->Started(&b, b.name, std::move(reads), std::move(writes));
+}
+
 void ThreadedEngine::Execute(OprBlock* b, void* stream) {
   RunningScope scope(this);
   ContinuationGate gate(scope.nested());
@@ -785,7 +791,7 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
       return;
     }
   }
-  if (watchdog_ != nullptr) watchdog_->Started(b, b->name);
+  if (watchdog_ != nullptr) [[unlikely]] TellWatchdogStarted(*b);
   PrefetchSlots(*b);
   if (const SyncFn* sync = b->sync_fn()) {
     b->finish_refs.store(1, std::memory_order_relaxed);

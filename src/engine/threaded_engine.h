@@ -184,6 +184,9 @@ class ThreadedEngine : public Engine {
   // Enqueue's fast path for a function with one var; false: not taken.
   bool PushSingle(OprBlock* b, const char* call);
   void Execute(OprBlock* b, void* stream);
+  // Execute's report to the watchdog (when one runs): the block and its
+  // vars. Out of line, off the path of an engine without one.
+  [[gnu::cold, gnu::noinline]] void TellWatchdogStarted(const OprBlock& b);
   // Finishes b: marks its written vars failed if `failure`, releases its
   // vars, dispatches what that made ready.
   void Complete(OprBlock* b, const FailurePtr& failure);

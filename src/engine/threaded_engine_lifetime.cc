@@ -56,8 +56,16 @@ ThreadedEngine::ThreadedEngine(const EngineOptions& options)
       gpu_count_(options.simulated_gpus > 0 ? options.simulated_gpus : gpu::DeviceCount()),
       in_flight_(options.max_in_flight),
       profiler_(std::make_unique<Profiler>()),
-      watchdog_(options.watchdog_seconds > 0 ? std::make_unique<Watchdog>(options.watchdog_seconds)
-                                             : nullptr) {
+      watchdog_(options.watchdog_seconds > 0
+                    ? std::make_unique<Watchdog>(
+                          options.watchdog_seconds,
+                          Watchdog::EngineView{
+                              [this](std::uint64_t id) { return profiler_->VarLabel(id); },
+                              [this] {
+                                return pending_[0].load(std::memory_order_relaxed) +
+                                       pending_[1].load(std::memory_order_relaxed);
+                              }})
+                    : nullptr) {
   profile_all_.store(!options.profile_path.empty(), std::memory_order_relaxed);
   const std::pair<const char*, int> counts[] = {
       {"cpu_worker_threads", options.cpu_worker_threads},

@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <utility>
 
 namespace depengine::internal {
 
-Watchdog::Watchdog(double limit_seconds)
+Watchdog::Watchdog(double limit_seconds, EngineView view)
     : limit_(limit_seconds),
+      view_(std::move(view)),
       // A quarter of the limit, so that a report comes at most 1.25 limits
       // after the function started; at least 10 ms (a tiny limit must not
       // make the thread spin) and at most a second.
@@ -31,9 +33,20 @@ Watchdog::~Watchdog() {
   thread_->join();
 }
 
-void Watchdog::Started(const void* key, const char* name) {
+void Watchdog::Started(const void* key, const char* name, std::vector<std::uint64_t> reads,
+                       std::vector<std::uint64_t> writes) {
   std::lock_guard<std::mutex> lock(mu_);
-  running_[key] = Entry{name != nullptr ? name : "<unnamed>", std::chrono::steady_clock::now()};
+  running_[key] = Entry{name != nullptr ? name : "<unnamed>", std::move(reads), std::move(writes),
+                        std::chrono::steady_clock::now()};
+}
+
+std::string Watchdog::Labels(const std::vector<std::uint64_t>& ids) const {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += view_.var_label(ids[i]);
+  }
+  return out + "]";
 }
 
 void Watchdog::Finished(const void* key) {
@@ -49,11 +62,14 @@ void Watchdog::Run() {
       const std::chrono::duration<double> age = now - e.start;
       if (age < limit_ || e.reported) continue;
       e.reported = true;
+      const std::string reads = Labels(e.reads), writes = Labels(e.writes);
       std::fprintf(stderr,
                    "depengine watchdog: function '%s' has been running for %.1f s "
-                   "(limit %.1f s); an async function whose callback is never called "
-                   "never finishes\n",
-                   e.name.c_str(), age.count(), limit_.count());
+                   "(limit %.1f s); it reads %s and writes %s; about %lld functions pushed "
+                   "to its engine have not finished, and those that use its vars wait for it; "
+                   "an async function whose callback is never called never finishes\n",
+                   e.name.c_str(), age.count(), limit_.count(), reads.c_str(), writes.c_str(),
+                   static_cast<long long>(view_.pending()));
     }
   }
 }

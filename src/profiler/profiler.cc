@@ -183,7 +183,7 @@ std::string DotLabelText(const std::string& s) {
 using VarNameMap = std::unordered_map<std::uint64_t, std::string>;
 
 // A var as the dumps show it: its SetVarName name, else "v<id>".
-std::string VarLabel(const VarNameMap& names, std::uint64_t id) {
+std::string LabelOf(const VarNameMap& names, std::uint64_t id) {
   const auto it = names.find(id);
   return it != names.end() ? it->second : "v" + std::to_string(id);
 }
@@ -192,7 +192,7 @@ std::string VarList(const VarNameMap& names, const std::vector<std::uint64_t>& i
   std::string out = "[";
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (i > 0) out += ',';
-    out += JsonString(VarLabel(names, ids[i]));
+    out += JsonString(LabelOf(names, ids[i]));
   }
   return out + "]";
 }
@@ -547,7 +547,7 @@ void Profiler::WriteTraceEvents(std::ostream& out, int pid, const std::string& p
        << ",\"name\":" << JsonString(r->name) << ",\"cat\":\"wait\",\"ts\":"
        << Us(r->start_ns - origin_ns_) << ",\"dur\":" << Us(r->end_ns - r->start_ns)
        << ",\"args\":{";
-    if (!r->reads.empty()) ev << "\"var\":" << JsonString(VarLabel(var_names, r->reads[0]));
+    if (!r->reads.empty()) ev << "\"var\":" << JsonString(LabelOf(var_names, r->reads[0]));
     ev << "}}";
     emit(ev.str());
   }
@@ -564,7 +564,7 @@ void Profiler::WriteTraceEvents(std::ostream& out, int pid, const std::string& p
       emit("{\"ph\":\"s\",\"pid\":" + p + ",\"tid\":" + std::to_string(r->row) + ",\"id\":" +
            std::to_string(flow_id) + ",\"name\":\"releases\",\"cat\":\"dependency\",\"ts\":" +
            Us(r->end_ns - origin_ns_ - 1) +
-           ",\"args\":{\"var\":" + JsonString(VarLabel(var_names, var)) + "}}");
+           ",\"args\":{\"var\":" + JsonString(LabelOf(var_names, var)) + "}}");
       emit("{\"ph\":\"f\",\"bp\":\"e\",\"pid\":" + p + ",\"tid\":" + std::to_string(to->row) +
            ",\"id\":" + std::to_string(flow_id) +
            ",\"name\":\"releases\",\"cat\":\"dependency\",\"ts\":" + Us(to->start_ns - origin_ns_) +
@@ -695,6 +695,11 @@ void Profiler::NameVar(std::uint64_t id, std::string name) {
   }
 }
 
+std::string Profiler::VarLabel(std::uint64_t id) {
+  std::lock_guard<std::mutex> lock(var_names_mu_);
+  return LabelOf(var_names_, id);
+}
+
 std::unordered_map<std::uint64_t, std::string> Profiler::VarNames() {
   std::lock_guard<std::mutex> lock(var_names_mu_);
   return var_names_;
@@ -774,7 +779,7 @@ void Profiler::WriteGraph(const std::string& path) {
     const bool critical =
         on_path[e.from] && on_path[e.to] && pred[e.to] == static_cast<long>(e.from);
     out << "  f" << records[e.from]->seq << " -> f" << records[e.to]->seq << " [label=\""
-        << DotLabelText(VarLabel(var_names, e.var)) << " " << e.kind << "\""
+        << DotLabelText(LabelOf(var_names, e.var)) << " " << e.kind << "\""
         << (critical ? ", color=red, penwidth=2" : "") << "];\n";
   }
   out << "}\n";

@@ -112,6 +112,8 @@ class Profiler {
   // SetVarName: var `id` is `name` in the trace and the graph; an empty
   // name gives it back its default, "v<id>".
   void NameVar(std::uint64_t id, std::string name);
+  // Var `id` as the dumps show it: its SetVarName name, else "v<id>".
+  std::string VarLabel(std::uint64_t id);
   void WriteGraph(const std::string& path);
   void Clear();
   std::size_t Count();

@@ -3,6 +3,7 @@
 // message that names the problem, and that work pushed before the misuse is
 // not lost (it was queued behind a busy var when the misuse happened, and it
 // all runs once the var is released).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "depengine/engine.h"
+#include "depengine/profiler.h"
 #include "reliability_util.h"
 #include "stderr_capture.h"
 
@@ -547,21 +549,28 @@ TEST(MisuseWatchdog, CallbackNeverCalledIsReported) {
     support::StderrCapture err;
     {
       auto engine = CreateEngine(o);
-      VarHandle v = engine->NewVariable();
+      VarHandle v = engine->NewVariable(), input = engine->NewVariable();
+      SetVarName(*engine, v, "weights");
       std::promise<CallbackOnComplete> held;
       engine->PushAsync([&](RunContext, CallbackOnComplete cb) { held.set_value(cb); },
-                        Context::CPU(), {}, {v}, FnProperty::kNormal, 0, "forgotten-callback");
+                        Context::CPU(), {input}, {v}, FnProperty::kNormal, 0,
+                        "forgotten-callback");
       std::atomic<int> later{0};
       engine->PushSync([&](RunContext) { later.fetch_add(1); }, Context::CPU(), {v}, {});
       CallbackOnComplete cb = held.get_future().get();
       // Waited for, not slept for: the report is due about 1.25 limits after
       // the function started; the reader of v stays queued behind it.
       EXPECT_TRUE(err.WaitFor("forgotten-callback")) << "stderr: " << err.Text();
+      // Which data it holds (an unnamed var by number) and what the engine
+      // holds: the function itself and the reader queued behind it.
+      EXPECT_THAT(err.Text(), ::testing::ContainsRegex("reads \\[v[0-9]+\\] and writes \\[weights\\]"));
+      EXPECT_THAT(err.Text(), ::testing::HasSubstr("about 2 functions pushed to its engine"));
       EXPECT_EQ(later.load(), 0);
       cb();  // late, but the work behind it is not lost
       engine->WaitForAll();
       EXPECT_EQ(later.load(), 1);
       engine->DeleteVariable(nullptr, Context::CPU(), v);
+      engine->DeleteVariable(nullptr, Context::CPU(), input);
     }
     EXPECT_NE(err.Text().find("running for"), std::string::npos) << "stderr: " << err.Text();
   }
