@@ -78,8 +78,8 @@ bool ParseInt(const std::string& arg, const char* flag, int min, int max, int* o
   char* end = nullptr;
   const long v = std::strtol(arg.c_str() + prefix.size(), &end, 10);
   if (*end != '\0' || end == arg.c_str() + prefix.size() || v < min || v > max) {
-    std::fprintf(stderr, "depengine-idle-cost: %s: expected an integer in [%d, %d]\n",
-                 arg.c_str(), min, max);
+    std::fprintf(stderr, "depengine-idle-cost: %s: expected an integer in [%d, %d]\n", arg.c_str(),
+                 min, max);
     std::exit(2);
   }
   *out = static_cast<int>(v);
@@ -99,8 +99,8 @@ int main(int argc, char** argv) {
       for (std::size_t start = 0, comma; (comma = list.find(',', start)) != std::string::npos;
            start = comma + 1) {
         int s = 0;
-        ParseInt("s=" + list.substr(start, comma - start), "s", 0,
-                 EngineOptions::kMaxWorkerSpinUs, &s);
+        ParseInt("s=" + list.substr(start, comma - start), "s", 0, EngineOptions::kMaxWorkerSpinUs,
+                 &s);
         spins.push_back(s);
       }
     } else if (!ParseInt(arg, "--functions", 1, 100'000'000, &functions) &&

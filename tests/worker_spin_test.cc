@@ -24,9 +24,7 @@ class WorkerSpinTest : public EngineTest {
     o.worker_spin_us = spin_us;
     return CreateEngine(o);
   }
-  static IdleCounts Counts(Engine& e) {
-    return internal::CoreOf(&e)->WorkerIdleCountsForTesting();
-  }
+  static IdleCounts Counts(Engine& e) { return internal::CoreOf(&e)->WorkerIdleCountsForTesting(); }
   // Pushes `n` functions on one var, each once the one before finished,
   // `gap` apart.
   static void Trickle(Engine& e, int n, std::chrono::microseconds gap) {

@@ -88,8 +88,7 @@ void PrintMarkdown(std::ostream& out, const ReportSettings& settings,
     }
     out << "| " << r.title << " | " << r.engine << " | " << Grouped(r.ops) << " | " << median
         << " | " << min << " | " << max << " | " << cpu << " | " << efficiency << " | " << peak
-        << " | " << pending
-        << " |\n";
+        << " | " << pending << " |\n";
   }
 
   out << "\nNotes:\n";

@@ -332,10 +332,9 @@ struct EngineOptions {
   // DEPENGINE_CPU_WORKER_NTHREADS, DEPENGINE_CPU_PRIORITY_NTHREADS,
   // DEPENGINE_GPU_WORKER_NTHREADS, DEPENGINE_GPU_COPY_NTHREADS,
   // DEPENGINE_MAX_IN_FLIGHT, DEPENGINE_SIMULATED_GPUS, DEPENGINE_PROFILE,
-  // DEPENGINE_WATCHDOG_SECONDS and DEPENGINE_WORKER_SPIN_US. Surrounding whitespace is ignored (except
-  // in DEPENGINE_PROFILE, a path), and a variable that is unset, empty or
-  // blank keeps its default. Counts are
-  // decimal digits with an optional leading '+', up to the field's largest
+  // DEPENGINE_WATCHDOG_SECONDS and DEPENGINE_WORKER_SPIN_US. Surrounding whitespace is ignored
+  // (except in DEPENGINE_PROFILE, a path), and a variable that is unset, empty or blank keeps its
+  // default. Counts are decimal digits with an optional leading '+', up to the field's largest
   // value. An unknown value raises std::invalid_argument naming the variable
   // and what it accepts (a count too large for its field: "too large").
   static EngineOptions FromEnv();

@@ -84,7 +84,8 @@ class PerDeviceEngine final : public ThreadedEngine {
     if (p == nullptr) {
       const int n = options().cpu_priority_threads > 0 ? options().cpu_priority_threads : 2;
       owned_.push_back(std::make_unique<WorkerPool>(
-          "cpu/priority", n, WorkerSpin(), [this](WorkerPool& pool, int i) { WorkerLoop(pool, i, nullptr); }));
+          "cpu/priority", n, WorkerSpin(),
+          [this](WorkerPool& pool, int i) { WorkerLoop(pool, i, nullptr); }));
       p = owned_.back().get();
       priority_.store(p, std::memory_order_release);
     }

@@ -18,8 +18,8 @@ class PooledEngine final : public ThreadedEngine {
             options.cpu_worker_threads > 0 ? options.cpu_worker_threads : DefaultCpuWorkers(),
             WorkerSpin(), [this](WorkerPool& pool, int i) { WorkerLoop(pool, i, nullptr); })),
         copy_(std::make_unique<WorkerPool>(
-            "pooled/copy", options.gpu_copy_threads > 0 ? options.gpu_copy_threads : 1, WorkerSpin(),
-            [this](WorkerPool& pool, int i) { WorkerLoop(pool, i, nullptr); })) {}
+            "pooled/copy", options.gpu_copy_threads > 0 ? options.gpu_copy_threads : 1,
+            WorkerSpin(), [this](WorkerPool& pool, int i) { WorkerLoop(pool, i, nullptr); })) {}
 
   IdleCounts WorkerIdleCountsForTesting() override {
     IdleCounts c;

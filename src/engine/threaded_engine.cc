@@ -791,7 +791,9 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
       return;
     }
   }
-  if (watchdog_ != nullptr) [[unlikely]] TellWatchdogStarted(*b);
+  if (watchdog_ != nullptr) [[unlikely]] {
+    TellWatchdogStarted(*b);
+  }
   PrefetchSlots(*b);
   if (const SyncFn* sync = b->sync_fn()) {
     b->finish_refs.store(1, std::memory_order_relaxed);

@@ -89,10 +89,10 @@ ThreadedEngine::ThreadedEngine(const EngineOptions& options)
     }
   }
   if (options.worker_spin_us < 0 || options.worker_spin_us > EngineOptions::kMaxWorkerSpinUs) {
-    throw std::invalid_argument("CreateEngine: EngineOptions::worker_spin_us = " +
-                                std::to_string(options.worker_spin_us) + ": must be in [0, " +
-                                std::to_string(EngineOptions::kMaxWorkerSpinUs) +
-                                "] microseconds (0 = sleep at once)");
+    throw std::invalid_argument(
+        "CreateEngine: EngineOptions::worker_spin_us = " + std::to_string(options.worker_spin_us) +
+        ": must be in [0, " + std::to_string(EngineOptions::kMaxWorkerSpinUs) +
+        "] microseconds (0 = sleep at once)");
   }
   if (!(options.watchdog_seconds >= 0)) {  // negative or NaN
     throw std::invalid_argument("CreateEngine: EngineOptions::watchdog_seconds = " +

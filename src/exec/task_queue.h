@@ -90,6 +90,24 @@ class TaskQueue {
   // x86 cores (about 26 ns here, 140 cycles on recent Intel, 10 on older).
   const std::chrono::microseconds idle_spin_;
 
+  // Whether an idle worker in spin round `round` polls once more: always
+  // in round 0, which reads no clock (32 pauses, about a microsecond: a
+  // worker that keeps pace with a pusher finds its next block there, and a
+  // clock read, 20-30 ns, would delay it); from round 1 on, until
+  // idle_spin_ has passed since round 1 began (`spin_end`, set then, one
+  // clock read per round). Never when idle_spin_ is zero.
+  bool KeepSpinning(int round, std::chrono::steady_clock::time_point* spin_end) {
+    if (idle_spin_.count() == 0) return false;
+    if (round == 0) return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (round == 1) {
+      *spin_end = now + idle_spin_;
+      timed_spins_.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+    return now < *spin_end;
+  }
+
   static std::atomic_ref<OprBlock*> Next(OprBlock* b) {
     return std::atomic_ref<OprBlock*>(b->queue_next);
   }
@@ -187,7 +205,7 @@ OprBlock* TaskQueue::Pop(OnEmpty&& on_empty) {
   bool reported_empty = false;
   bool spinning = false;  // counted in spinners_
   int missed = 0;         // TryDequeue found nothing although the queue was not empty
-  std::chrono::steady_clock::time_point spin_end;  // set when round 0 spins
+  std::chrono::steady_clock::time_point spin_end;  // set by round 1 (KeepSpinning)
   for (int round = 0;; ++round) {
     if (!EmptyHint()) {
       if (spinning) {
@@ -219,15 +237,7 @@ OprBlock* TaskQueue::Pop(OnEmpty&& on_empty) {
       if (!Empty()) continue;  // a block pushed before Stop still runs
       return nullptr;
     }
-    // Round 0 (32 pauses, about a microsecond) reads no clock: a worker
-    // that keeps pace with a pusher finds its next block there, and a clock
-    // read (20-30 ns) would delay it. The time bound starts at round 1,
-    // then one clock read per round.
-    if (idle_spin_.count() > 0 &&
-        (round == 0 ||
-         (round == 1 ? (spin_end = std::chrono::steady_clock::now() + idle_spin_,
-                        timed_spins_.fetch_add(1, std::memory_order_relaxed), true)
-                     : std::chrono::steady_clock::now() < spin_end))) {
+    if (KeepSpinning(round, &spin_end)) {
       // The first round spins unregistered: a worker that keeps pace with a
       // pusher finds its next block within it, and registering would write
       // the line every pusher reads on every push. An unregistered spinner

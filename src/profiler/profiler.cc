@@ -523,9 +523,8 @@ void Profiler::WriteTraceEvents(std::ostream& out, int pid, const std::string& p
        << ",\"cat\":\"function\",\"ts\":" << Us(r->start_ns - origin_ns_)
        << ",\"dur\":" << Us(r->end_ns - r->start_ns) << ",\"args\":{\"seq\":" << r->seq
        << ",\"reads\":" << VarList(var_names, r->reads)
-       << ",\"writes\":" << VarList(var_names, r->writes)
-       << ",\"priority\":" << r->priority << ",\"property\":\"" << PropName(r->prop)
-       << "\",\"device\":\"" << DeviceName(r->ctx)
+       << ",\"writes\":" << VarList(var_names, r->writes) << ",\"priority\":" << r->priority
+       << ",\"property\":\"" << PropName(r->prop) << "\",\"device\":\"" << DeviceName(r->ctx)
        << "\",\"queue_wait_us\":" << Us(r->start_ns - r->ready_ns)
        << ",\"dependency_wait_us\":" << Us(r->ready_ns - r->push_ns)
        << (r->failed ? ",\"failed\":true" : "") << (r->skipped ? ",\"skipped\":true" : "") << "}}";

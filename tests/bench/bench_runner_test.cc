@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runner/bench_options.h"
@@ -160,8 +160,8 @@ TEST(BenchCasesTest, W4WithWorkRunsItsBodiesAloneOnTheGivenThreads) {
 // 1.0x to 2.9x of two spinning threads, 20 ms regions 1.99x): the region is
 // tens of milliseconds, and the bound has 5 ms of slack.
 TEST(BenchCasesTest, ARunMeasuresItsCpuTimeWithinWhatTheMachineHas) {
-  const std::vector<BenchCase> w4 = MakeBenchCases(
-      0.2, [](const std::string& id, const std::string&) { return id == "W4.T1"; });
+  const std::vector<BenchCase> w4 =
+      MakeBenchCases(0.2, [](const std::string& id, const std::string&) { return id == "W4.T1"; });
   ASSERT_EQ(w4.size(), 1u);
   for (EngineKind kind : {EngineKind::kNaive, EngineKind::kPerDevice}) {
     EngineOptions o;
@@ -202,7 +202,8 @@ TEST(BenchReportTest, ShowsTheMedianCpuTimePerOp) {
   std::ifstream in(path);
   const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::remove(path.c_str());
-  EXPECT_THAT(json, HasSubstr("\"cpu_ns_per_op_median\": 2500, \"cpu_seconds\": [0.004, 0.002, 0.0025]"));
+  EXPECT_THAT(json,
+              HasSubstr("\"cpu_ns_per_op_median\": 2500, \"cpu_seconds\": [0.004, 0.002, 0.0025]"));
   EXPECT_EQ(json.find("cpu_ns_per_op_median"), json.rfind("cpu_ns_per_op_median"))
       << "only the measured row has one";
 }

@@ -689,7 +689,8 @@ TEST_P(ProfilerTest, VarNamesShowInTheTraceAndTheGraph) {
   EXPECT_EQ(fn["use"]["writes"], json::array({odd_name}));
   EXPECT_THAT(fn["sum"]["writes"][0].get<std::string>(), ::testing::MatchesRegex("v[0-9]+"));
   for (const json& v : fn["sum"]["reads"]) {
-    EXPECT_THAT(v.get<std::string>(), ::testing::AnyOf(odd_name, ::testing::MatchesRegex("v[0-9]+")))
+    EXPECT_THAT(v.get<std::string>(),
+                ::testing::AnyOf(odd_name, ::testing::MatchesRegex("v[0-9]+")))
         << "renamed back to its number";
   }
   EXPECT_EQ(waited, "weights");
@@ -701,8 +702,8 @@ TEST_P(ProfilerTest, VarNamesShowInTheTraceAndTheGraph) {
   const std::string graph_path = TempPath("var_names.dot");
   DumpDependencyGraph(*e, graph_path);
   const std::string dot = ReadFile(graph_path);
-  EXPECT_THAT(dot, HasSubstr("[label=\"weights RAW\""));               // init -> use
-  EXPECT_THAT(dot, HasSubstr("[label=\"q\\\"x\\\\y\\nz RAW\""));  // use -> sum, escaped
+  EXPECT_THAT(dot, HasSubstr("[label=\"weights RAW\""));                   // init -> use
+  EXPECT_THAT(dot, HasSubstr("[label=\"q\\\"x\\\\y\\nz RAW\""));           // use -> sum, escaped
   EXPECT_THAT(dot, ::testing::ContainsRegex("\\[label=\"v[0-9]+ WAW\""));  // sum -> reset
   EXPECT_THAT(dot, Not(HasSubstr("temporary")));
 #ifdef DEPENGINE_DOT

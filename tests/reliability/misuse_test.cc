@@ -553,8 +553,7 @@ TEST(MisuseWatchdog, CallbackNeverCalledIsReported) {
       SetVarName(*engine, v, "weights");
       std::promise<CallbackOnComplete> held;
       engine->PushAsync([&](RunContext, CallbackOnComplete cb) { held.set_value(cb); },
-                        Context::CPU(), {input}, {v}, FnProperty::kNormal, 0,
-                        "forgotten-callback");
+                        Context::CPU(), {input}, {v}, FnProperty::kNormal, 0, "forgotten-callback");
       std::atomic<int> later{0};
       engine->PushSync([&](RunContext) { later.fetch_add(1); }, Context::CPU(), {v}, {});
       CallbackOnComplete cb = held.get_future().get();
@@ -563,7 +562,8 @@ TEST(MisuseWatchdog, CallbackNeverCalledIsReported) {
       EXPECT_TRUE(err.WaitFor("forgotten-callback")) << "stderr: " << err.Text();
       // Which data it holds (an unnamed var by number) and what the engine
       // holds: the function itself and the reader queued behind it.
-      EXPECT_THAT(err.Text(), ::testing::ContainsRegex("reads \\[v[0-9]+\\] and writes \\[weights\\]"));
+      EXPECT_THAT(err.Text(),
+                  ::testing::ContainsRegex("reads \\[v[0-9]+\\] and writes \\[weights\\]"));
       EXPECT_THAT(err.Text(), ::testing::HasSubstr("about 2 functions pushed to its engine"));
       EXPECT_EQ(later.load(), 0);
       cb();  // late, but the work behind it is not lost
