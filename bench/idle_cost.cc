@@ -9,8 +9,6 @@
 //                                   [--gap-us=1000] [--reps=3] [--workers=N]
 //
 // Exit status: 0, or 1 when a run's count is wrong, 2 on bad flags.
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,18 +17,13 @@
 #include <thread>
 #include <vector>
 
+#include "common/process_cpu.h"
 #include "depengine/engine.h"
 
 namespace {
 
 using namespace depengine;
-
-double ProcessCpuSeconds() {
-  rusage r{};
-  getrusage(RUSAGE_SELF, &r);
-  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
-         static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
-}
+using depengine::bench::ProcessCpuSeconds;
 
 struct Run {
   double cpu_us_per_function;

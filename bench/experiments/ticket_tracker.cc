@@ -82,7 +82,6 @@
 // program runs clean under -fsanitize=thread, with `--park-delay` widening
 // the park / complete race so that the parker's take-back path runs.
 #include <sched.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -103,6 +102,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/process_cpu.h"
 #include "workloads/workload_spec.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -113,6 +113,8 @@
 #endif
 
 namespace {
+
+using depengine::bench::ProcessCpuSeconds;
 
 struct RunCtx {
   int dev_type;
@@ -1056,14 +1058,6 @@ struct Result {
 };
 
 using Clock = std::chrono::steady_clock;
-
-// CPU time of the whole process (every thread), user + system, in seconds.
-double ProcessCpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
 
 double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -30,10 +30,7 @@ class PerDeviceEngine final : public ThreadedEngine {
   IdleCounts WorkerIdleCountsForTesting() override {
     MutexLock lock(create_mu_);
     IdleCounts c;
-    for (const auto& pool : owned_) {
-      c.sleeps += pool->queue().SleepsForTesting();
-      c.timed_spins += pool->queue().TimedSpinsForTesting();
-    }
+    for (const auto& pool : owned_) c += pool->queue().IdleCountsForTesting();
     return c;
   }
 

@@ -23,10 +23,8 @@ class PooledEngine final : public ThreadedEngine {
 
   IdleCounts WorkerIdleCountsForTesting() override {
     IdleCounts c;
-    for (const WorkerPool* pool : {normal_.get(), copy_.get()}) {
-      c.sleeps += pool->queue().SleepsForTesting();
-      c.timed_spins += pool->queue().TimedSpinsForTesting();
-    }
+    for (const WorkerPool* pool : {normal_.get(), copy_.get()})
+      c += pool->queue().IdleCountsForTesting();
     return c;
   }
 

@@ -123,13 +123,9 @@ class ThreadedEngine : public Engine {
   // over (see WaitPendingZero).
   int BlockedWaitForAllsForTesting() const { return idle_waiters_.load(std::memory_order_seq_cst); }
 
-  // For tests: times the engine's workers went to sleep, and idle periods
-  // in which they polled past the first round (TaskQueue); 0 for an engine
-  // without workers.
-  struct IdleCounts {
-    std::uint64_t sleeps = 0;
-    std::uint64_t timed_spins = 0;
-  };
+  // For tests: what the engine's idle workers did, summed over its queues
+  // (IdleCounts, exec/task_queue.h); zeros for an engine without workers.
+  using IdleCounts = internal::IdleCounts;
   virtual IdleCounts WorkerIdleCountsForTesting() { return {}; }
 
   void SetProfileAll(bool on) { profile_all_.store(on, std::memory_order_relaxed); }

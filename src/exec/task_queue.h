@@ -42,6 +42,18 @@
 
 namespace depengine::internal {
 
+// For tests: what a queue's idle workers did (TaskQueue::IdleCountsForTesting),
+// summed over the queues of an engine by ThreadedEngine::WorkerIdleCountsForTesting.
+struct IdleCounts {
+  std::uint64_t sleeps = 0;       // times a worker went to sleep
+  std::uint64_t timed_spins = 0;  // idle periods that polled past the first round
+  IdleCounts& operator+=(const IdleCounts& other) {
+    sleeps += other.sleeps;
+    timed_spins += other.timed_spins;
+    return *this;
+  }
+};
+
 class TaskQueue {
  public:
   // How long a worker that finds the queue empty polls it before it sleeps
@@ -78,9 +90,8 @@ class TaskQueue {
 
   // For tests: times a worker went to sleep on this queue, and idle periods
   // that went on polling past the first round (the time-bounded spin).
-  std::uint64_t SleepsForTesting() const { return sleeps_.load(std::memory_order_relaxed); }
-  std::uint64_t TimedSpinsForTesting() const {
-    return timed_spins_.load(std::memory_order_relaxed);
+  IdleCounts IdleCountsForTesting() const {
+    return {sleeps_.load(std::memory_order_relaxed), timed_spins_.load(std::memory_order_relaxed)};
   }
 
  private:

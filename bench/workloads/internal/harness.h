@@ -3,8 +3,6 @@
 // Internal to depengine_workloads.
 #pragma once
 
-#include <sys/resource.h>
-
 #include <chrono>
 #include <cstddef>
 #include <exception>
@@ -12,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/process_cpu.h"
 #include "depengine/engine.h"
 #include "workloads/workloads.h"
 
@@ -28,14 +27,6 @@ class Stopwatch {
  private:
   std::chrono::steady_clock::time_point start_;
 };
-
-// The process's CPU time so far, user and system, all threads.
-inline double ProcessCpuSeconds() {
-  rusage r{};
-  getrusage(RUSAGE_SELF, &r);
-  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
-         static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
-}
 
 // The message of the exception being handled.
 inline std::string CurrentExceptionMessage() {
