@@ -721,6 +721,7 @@ RunResult Runner::Run() {
   o.gpu_copy_threads = 1;
   o.max_in_flight = program_.max_in_flight;
   o.simulated_gpus = program_.simulated_gpus;
+  o.worker_spin_us = program_.worker_spin_us;
   completers_ = std::make_unique<Completers>(program_.completers);
   try {
     owner_ = CreateEngine(o);

@@ -215,6 +215,11 @@ Program Decode(const std::uint8_t* data, std::size_t size) {
   const std::uint8_t h2 = r.Next();
   p.simulated_gpus = h2 % 3;
   p.completers = 1 + (h2 >> 2) % 2;
+  // Bits 3-4 of h2, which no field above has to itself (h2 % 3 reads every
+  // bit): each committed corpus input decodes to the program it did before,
+  // now with one of the four spins.
+  constexpr int kSpins[] = {EngineOptions::kDefaultWorkerSpinUs, 0, 2, 1000};
+  p.worker_spin_us = kSpins[(h2 >> 3) % 4];
   std::vector<DecodeState> states(static_cast<std::size_t>(p.threads));
   while (!r.Done() && static_cast<int>(p.segments.size()) < kMaxSegments) {
     Segment seg;
@@ -284,7 +289,8 @@ std::string Describe(const Program& p) {
   std::ostringstream o;
   o << "engine " << EngineKindName(p.kind) << " workers " << p.workers << " threads " << p.threads
     << " max_in_flight " << p.max_in_flight << " simulated_gpus " << p.simulated_gpus
-    << " completers " << p.completers << (p.destroy_in_flight ? " destroy-in-flight" : "") << "\n";
+    << " completers " << p.completers << " worker_spin_us " << p.worker_spin_us
+    << (p.destroy_in_flight ? " destroy-in-flight" : "") << "\n";
   for (std::size_t s = 0; s < p.segments.size(); ++s) {
     o << "segment " << s << (p.segments[s].wait_all ? " (then WaitForAll)" : "") << "\n";
     for (std::size_t t = 0; t < p.segments[s].threads.size(); ++t) {

@@ -74,6 +74,10 @@ struct Program {
   std::size_t max_in_flight = 0;
   int simulated_gpus = 0;
   int completers = 1;
+  // EngineOptions::worker_spin_us: the default, 0 (every idle worker sleeps
+  // at once, so each new function goes through the wake-up protocol), a
+  // spin that expires within a few rounds, or one longer than most gaps.
+  int worker_spin_us = EngineOptions::kDefaultWorkerSpinUs;
   bool destroy_in_flight = false;
   std::vector<Segment> segments;
 };
