@@ -19,6 +19,19 @@ namespace depengine::internal {
 
 using namespace dump;  // the text forms the dumps share
 
+namespace {
+// The head of a Chrome "complete" (ph X) event for one record, on the
+// record's row, up to and including the opening brace of its args. Times
+// are from origin_ns, the profiler's zero.
+void WriteXEventHead(std::ostream& ev, const std::string& pid, const ProfileRecord& r,
+                     const char* category, std::int64_t origin_ns) {
+  ev << "{\"ph\":\"X\",\"pid\":" << pid << ",\"tid\":" << r.row
+     << ",\"name\":" << JsonString(r.name) << ",\"cat\":\"" << category
+     << "\",\"ts\":" << Us(r.start_ns - origin_ns) << ",\"dur\":" << Us(r.end_ns - r.start_ns)
+     << ",\"args\":{";
+}
+}  // namespace
+
 void Profiler::WriteTraceEvents(std::ostream& out, int pid, const std::string& process_name,
                                 bool first) {
   const auto records = Snapshot();
@@ -47,11 +60,8 @@ void Profiler::WriteTraceEvents(std::ostream& out, int pid, const std::string& p
   for (const ProfileRecord* r : records) {
     std::ostringstream ev;
     ev.imbue(std::locale::classic());
-    ev << "{\"ph\":\"X\",\"pid\":" << p << ",\"tid\":" << r->row
-       << ",\"name\":" << JsonString(r->name)
-       << ",\"cat\":\"function\",\"ts\":" << Us(r->start_ns - origin_ns_)
-       << ",\"dur\":" << Us(r->end_ns - r->start_ns) << ",\"args\":{\"seq\":" << r->seq
-       << ",\"reads\":" << VarList(var_names, r->reads)
+    WriteXEventHead(ev, p, *r, "function", origin_ns_);
+    ev << "\"seq\":" << r->seq << ",\"reads\":" << VarList(var_names, r->reads)
        << ",\"writes\":" << VarList(var_names, r->writes) << ",\"priority\":" << r->priority
        << ",\"property\":\"" << PropName(r->prop) << "\",\"device\":\"" << DeviceName(r->ctx)
        << "\",\"queue_wait_us\":" << Us(r->start_ns - r->ready_ns)
@@ -71,10 +81,7 @@ void Profiler::WriteTraceEvents(std::ostream& out, int pid, const std::string& p
   for (const ProfileRecord* r : waits) {
     std::ostringstream ev;
     ev.imbue(std::locale::classic());
-    ev << "{\"ph\":\"X\",\"pid\":" << p << ",\"tid\":" << r->row
-       << ",\"name\":" << JsonString(r->name)
-       << ",\"cat\":\"wait\",\"ts\":" << Us(r->start_ns - origin_ns_)
-       << ",\"dur\":" << Us(r->end_ns - r->start_ns) << ",\"args\":{";
+    WriteXEventHead(ev, p, *r, "wait", origin_ns_);
     if (!r->reads.empty()) ev << "\"var\":" << JsonString(LabelOf(var_names, r->reads[0]));
     ev << "}}";
     emit(ev.str());
