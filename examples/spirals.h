@@ -1,6 +1,6 @@
 // Trains a multilayer perceptron on two interleaved spirals with minibatch
 // SGD, every operation scheduled by a depengine engine. Shared by the
-// example (mlp_spirals.cpp) and its test (tests/operators/mlp_test.cc).
+// example (mlp_spirals.cc) and its test (tests/operators/mlp_test.cc).
 //
 // The training loop never waits inside an epoch: it pushes the batch copy,
 // the forward and backward passes and the weight updates, and the engine

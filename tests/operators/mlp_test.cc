@@ -1,4 +1,4 @@
-// The spirals MLP of examples/mlp_spirals.cpp, smaller: the loss falls,
+// The spirals MLP of examples/mlp_spirals.cc, smaller: the loss falls,
 // the accuracy is high, and every engine kind computes the same numbers
 // (one seed, one data flow).
 #include <gtest/gtest.h>
