@@ -175,6 +175,8 @@ class Engine {
   // std::invalid_argument (reliably until 1,024 more vars of this engine
   // have been freed; its memory is not reused before that).
   // Deletions are queued ahead of normal work so memory comes back promptly.
+  // A deletion counts toward EngineOptions::max_in_flight but never waits
+  // for room, for the same reason.
   virtual void DeleteVariable(SyncFn delete_fn, Context exec_ctx, VarHandle var) = 0;
 
   // Returns once every function pushed before this call that uses `var` has
