@@ -435,6 +435,47 @@ TEST_P(OrderingTest, SuccessorsOfOneWriterAllRunAndEachSeesIt) {
   for (int i = 0; i < kReaders; ++i) EXPECT_EQ(seen[i], 42) << "reader " << i;
 }
 
+TEST_P(OrderingTest, ReadsPushedWhileTheirVarsChainDrainsSeeEveryEarlierWrite) {
+  // A chain of writes of one var, each followed by a function that reads it
+  // and writes one of 16 others, pushed as fast as the pusher goes. The
+  // chain's completions keep moving earlier pushes from the var's inbox to
+  // its FIFO, and publish the var's new state only after that; a push that
+  // reads the state just before then and finds the var's lock free must
+  // still queue behind the FIFO (Var::TryGrantNowLocked). A mutation that
+  // granted past a non-empty FIFO there passed every other ordering test;
+  // only the fork test's child, which pushes this pattern, hung. Here a
+  // read granted too early sees an older value.
+  constexpr int kRounds = 20000;
+  constexpr int kOthers = 16;
+  long chain_value = 0;                 // plain: the chain's functions write it
+  std::vector<long> seen(kRounds, -1);  // plain: element i by reader i
+  DrainGuard drain(engine());
+  VarHandle chain = engine().NewVariable();
+  std::vector<VarHandle> others(kOthers);
+  for (auto& v : others) v = engine().NewVariable();
+  for (int i = 0; i < kRounds; ++i) {
+    engine().PushSync([&](RunContext) { ++chain_value; }, Context::CPU(), {}, {chain});
+    engine().PushSync([&, i](RunContext) { seen[static_cast<std::size_t>(i)] = chain_value; },
+                      Context::CPU(), {chain}, {others[static_cast<std::size_t>(i % kOthers)]});
+  }
+  engine().WaitForAll();
+  EXPECT_EQ(chain_value, kRounds);
+  int wrong = 0;
+  int first_wrong = -1;
+  for (int i = 0; i < kRounds; ++i) {
+    if (seen[static_cast<std::size_t>(i)] != i + 1) {
+      if (wrong++ == 0) first_wrong = i;
+    }
+  }
+  EXPECT_EQ(wrong, 0) << "reader " << first_wrong << " saw "
+                      << (first_wrong >= 0 ? seen[static_cast<std::size_t>(first_wrong)] : 0)
+                      << ", not the value of the write pushed just before it (" << first_wrong + 1
+                      << ")";
+  engine().DeleteVariable({}, Context::CPU(), chain);
+  for (VarHandle v : others) engine().DeleteVariable({}, Context::CPU(), v);
+  engine().WaitForAll();
+}
+
 DEPENGINE_INSTANTIATE_ALL_ENGINES(OrderingTest);
 
 }  // namespace

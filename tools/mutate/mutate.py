@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Mutation checks of the test suite: plants one bug at a time in the engine
+and checks that ctest fails (docs/reliability.md, "Mutation checks of the
+test suite").
+
+Each mutation is a one-line edit of the library's source. The script works
+in a git worktree of HEAD of its own (never in your checkout), builds it in
+Release with the tests (no benchmarks, no operator layer), and for each
+mutation: applies it, builds, runs ctest until the first failure, and puts
+the source back. A mutation whose text no longer matches the source is
+reported as stale: update it with the code it names.
+
+Usage: tools/mutate/mutate.py [--list] [--keep] [--worktree DIR] [NAME...]
+  NAME       run only these mutations (default: all)
+  --list     print the mutations and exit
+  --worktree where to build (default: a new directory under /tmp)
+  --keep     leave the worktree and its build in place
+
+Exit status: 0 when every mutation was caught, 1 when one survived, was
+stale or did not build, 2 on bad usage. About 1-2 minutes a mutation on the
+2-core machine; not part of CI.
+"""
+import argparse
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+# name: (file, text, replacement, what it breaks)
+MUTATIONS = {
+    "grant_past_fifo": (
+        "src/tracker/var.cc",
+        "if (queue_head != nullptr || write_running ||",
+        "if (write_running ||",
+        "a use granted at once past a non-empty FIFO",
+    ),
+    "write_during_reads": (
+        "src/tracker/var.cc",
+        " || (slot->write() && running_reads > 0)) return false;",
+        ") return false;",
+        "a write granted at once while reads run",
+    ),
+    "group_counts_one": (
+        "src/tracker/var.cc",
+        "running_reads += static_cast<int>(group->size);",
+        "running_reads += 1;",
+        "a group of queued reads counted as one running read",
+    ),
+    "inbox_ahead_of_fifo": (
+        "src/tracker/var.cc",
+        "      queue_tail->set_next(inbox_head);\n    }\n    queue_tail = inbox_tail;",
+        "      inbox_tail->set_next(queue_head);\n      queue_head = inbox_head;\n"
+        "      inbox_tail = queue_tail;\n    }\n    queue_tail = inbox_tail;",
+        "the inbox put ahead of the FIFO instead of behind it",
+    ),
+    "queued_write_during_reads": (
+        "src/tracker/var.cc",
+        "      if (running_reads > 0) break;\n      write_running = true;",
+        "      write_running = true;",
+        "a queued write granted while reads run",
+    ),
+    "skip_passes_nothing": (
+        "src/engine/threaded_engine.cc",
+        "gate.Completing([&] { Complete(b, f); });  // skipped",
+        "gate.Completing([&] { Complete(b, nullptr); });  // skipped",
+        "a skipped function passes no failure on",
+    ),
+    "internal_kinds_skipped": (
+        "src/engine/threaded_engine.cc",
+        "if (b->kind == OprKind::kUser && failed_var_count_",
+        "if (failed_var_count_",
+        "deletions and waits skipped on a failed var",
+    ),
+    "priority_reversed": (
+        "src/exec/task_queue.cc",
+        "return a->priority < b->priority; }",
+        "return a->priority > b->priority; }",
+        "priorities reversed in the ready heap",
+    ),
+    "waitforvar_not_delivered": (
+        "src/engine/threaded_engine_waits.cc",
+        "  FailurePtr f = TakeFailure(v);\n  if (f) f->delivered.store(true, std::memory_order_relaxed);",
+        "  FailurePtr f = TakeFailure(v);",
+        "WaitForVar's failure not marked delivered",
+    ),
+    "waitforall_keeps_failures": (
+        "src/engine/threaded_engine_waits.cc",
+        "    for (Var* v : failed_vars_) TakeFailure(v);\n",
+        "",
+        "WaitForAll leaves the vars failed",
+    ),
+    "limiter_one_more": (
+        "src/engine/in_flight_limiter.cc",
+        "if (static_cast<std::int64_t>(r - seen) < static_cast<std::int64_t>(max_)) {",
+        "if (static_cast<std::int64_t>(r - seen) <= static_cast<std::int64_t>(max_)) {",
+        "backpressure admits one function more than max_in_flight",
+    ),
+    "async_queued": (
+        "src/engine/per_device_engine.cc",
+        "    if (prop == FnProperty::kAsync) return nullptr;\n",
+        "",
+        "kAsync functions sent to a pool",
+    ),
+    "delete_not_ahead": (
+        "src/engine/threaded_engine.cc",
+        'kMaxPriority + 1, "DeleteVariable"',
+        '0, "DeleteVariable"',
+        "deletions queued at priority 0",
+    ),
+    "copy_to_normal_pool": (
+        "src/engine/per_device_engine.cc",
+        "return PoolFor(copy ? kGpuCopy : kGpuNormal, ctx.dev_id);",
+        "return PoolFor(kGpuNormal, ctx.dev_id);",
+        "GPU copies sent to the GPU's normal pool",
+    ),
+    "priority_pool_unused": (
+        "src/engine/per_device_engine.cc",
+        "return prop == FnProperty::kCPUPrioritized ? PriorityPool() : PoolFor(kCpuNormal, ctx.dev_id);",
+        "return PoolFor(kCpuNormal, ctx.dev_id);",
+        "kCPUPrioritized sent to the normal pool",
+    ),
+}
+
+
+def run(cmd, cwd, log):
+    return subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT).returncode
+
+
+def first_failures(log_text):
+    return [line.split(" - ", 1)[1].split("  #")[0].split(" (")[0]
+            for line in log_text.splitlines()
+            if line.startswith("\t") and " - " in line and "(Skipped)" not in line]
+
+
+def main():
+    parser = argparse.ArgumentParser(add_help=True, description=__doc__.split("\n")[0])
+    parser.add_argument("names", nargs="*")
+    parser.add_argument("--list", action="store_true")
+    parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--worktree")
+    args = parser.parse_args()
+    if args.list:
+        for name, (path, _, _, what) in MUTATIONS.items():
+            print(f"{name:28} {path:36} {what}")
+        return 0
+    unknown = [n for n in args.names if n not in MUTATIONS]
+    if unknown:
+        print(f"mutate.py: unknown mutation(s): {', '.join(unknown)} (--list names them)",
+              file=sys.stderr)
+        return 2
+    names = args.names or list(MUTATIONS)
+
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    tree = pathlib.Path(args.worktree or tempfile.mkdtemp(prefix="depengine-mutate-"))
+    logs = tree / "mutation-logs"
+    if not (tree / ".git").exists():
+        subprocess.run(["git", "worktree", "add", "--detach", "-f", str(tree), "HEAD"],
+                       cwd=repo, check=True, capture_output=True)
+    logs.mkdir(exist_ok=True)
+    with open(logs / "configure.log", "w") as log:
+        if run(["cmake", "-S", ".", "-B", "build", "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                "-DDEPENGINE_BUILD_BENCH=OFF", "-DDEPENGINE_OPS=OFF"], tree, log) != 0 or \
+           run(["ninja", "-C", "build"], tree, log) != 0:
+            print(f"mutate.py: the unmutated tree does not build; see {logs}/configure.log")
+            return 1
+
+    bad = 0
+    for name in names:
+        path, text, replacement, what = MUTATIONS[name]
+        source = tree / path
+        original = source.read_text()
+        if original.count(text) != 1:
+            print(f"STALE     {name}: its text is not in {path} exactly once; update the mutation")
+            bad += 1
+            continue
+        start = time.time()
+        source.write_text(original.replace(text, replacement))
+        try:
+            with open(logs / f"{name}.log", "w") as log:
+                if run(["ninja", "-C", "build"], tree, log) != 0:
+                    print(f"NO BUILD  {name}: see {logs}/{name}.log")
+                    bad += 1
+                    continue
+                result = subprocess.run(
+                    ["ctest", "--test-dir", "build", "-j2", "--timeout", "30",
+                     "--stop-on-failure", "-E", "install|readme"],
+                    cwd=tree, capture_output=True, text=True)
+                log.write(result.stdout + result.stderr)
+            seconds = time.time() - start
+            if result.returncode == 0:
+                print(f"SURVIVED  {name} ({what}): every test passed, {seconds:.0f} s")
+                bad += 1
+            else:
+                failed = first_failures(result.stdout)
+                print(f"caught    {name} ({what}) by {', '.join(failed[:3]) or 'ctest'}, "
+                      f"{seconds:.0f} s")
+        finally:
+            source.write_text(original)
+    # Leave the build matching the source.
+    with open(logs / "restore.log", "w") as log:
+        run(["ninja", "-C", "build"], tree, log)
+    if not args.keep and not args.worktree:
+        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=repo,
+                       capture_output=True)
+        shutil.rmtree(tree, ignore_errors=True)
+    else:
+        print(f"worktree and logs kept in {tree}")
+    print(f"{len(names) - bad} of {len(names)} mutations caught")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
