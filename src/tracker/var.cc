@@ -61,7 +61,13 @@ void Var::Init(const internal::ThreadedEngine* owner) {
   magic.store(kLive, std::memory_order_relaxed);
 }
 
-// Grants `slot` at once when nothing waits and the state allows it.
+// Grants `slot` at once when nothing waits and the state allows it. The
+// FIFO test is needed even when the caller saw `state` idle: Append reads
+// that hint under push_lock only, and a completion that pulls the inbox into
+// the FIFO (under `lock`) publishes the new state after it has let go of
+// push_lock, so the pusher may read "idle", then get `lock` and find the FIFO
+// full (OrderingTest.ReadsPushedWhileTheirVarsChainDrainsSeeEveryEarlierWrite
+// fails without this test).
 bool Var::TryGrantNowLocked(internal::VarSlot* slot) {
   if (queue_head != nullptr || write_running || (slot->write() && running_reads > 0)) return false;
   if (slot->write()) {
