@@ -121,6 +121,18 @@ MUTATIONS = {
         "return PoolFor(kCpuNormal, ctx.dev_id);",
         "kCPUPrioritized sent to the normal pool",
     ),
+    "sleep_without_recheck": (
+        "src/exec/task_queue.cc",
+        "if (Empty() && !stop_.load(std::memory_order_seq_cst)) sleep_cv_.wait(lock);",
+        "if (!stop_.load(std::memory_order_seq_cst)) sleep_cv_.wait(lock);",
+        "a worker sleeps without looking at the queue after it registered",
+    ),
+    "single_push_wakes_nobody": (
+        "src/exec/task_queue.cc",
+        "  if (n == 1) {\n    WakeIfNobodySpins();\n  } else if",
+        "  if (n == 1) {\n  } else if",
+        "a single ready block wakes no sleeping worker",
+    ),
 }
 
 
