@@ -197,7 +197,7 @@ def main():
                     continue
                 result = subprocess.run(
                     ["ctest", "--test-dir", "build", "-j2", "--timeout", "30",
-                     "--stop-on-failure", "-E", "install|readme"],
+                     "--stop-on-failure", "--output-on-failure", "-E", "install|readme"],
                     cwd=tree, capture_output=True, text=True)
                 log.write(result.stdout + result.stderr)
             seconds = time.time() - start
