@@ -445,7 +445,10 @@ TEST_P(OrderingTest, ReadsPushedWhileTheirVarsChainDrainsSeeEveryEarlierWrite) {
   // granted past a non-empty FIFO there passed every other ordering test;
   // only the fork test's child, which pushes this pattern, hung. Here a
   // read granted too early sees an older value. Several rounds: the first
-  // pushes into cold object pools, slowly enough that the race is rare.
+  // pushes into cold object pools, slowly enough that the race is rare. The
+  // race stays a matter of timing here (a busy machine can hide it);
+  // VarTest.APushThatSawTheVarIdleTooEarlyStillQueuesBehindTheFifo plays
+  // the interleaving step by step on one var.
   constexpr int kRounds = 8;
   constexpr int kPairs = 20000;
   constexpr int kOthers = 16;

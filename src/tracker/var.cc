@@ -66,8 +66,8 @@ void Var::Init(const internal::ThreadedEngine* owner) {
 // that hint under push_lock only, and a completion that pulls the inbox into
 // the FIFO (under `lock`) publishes the new state after it has let go of
 // push_lock, so the pusher may read "idle", then get `lock` and find the FIFO
-// full (OrderingTest.ReadsPushedWhileTheirVarsChainDrainsSeeEveryEarlierWrite
-// fails without this test).
+// full (VarTest.APushThatSawTheVarIdleTooEarlyStillQueuesBehindTheFifo fails
+// without this test).
 bool Var::TryGrantNowLocked(internal::VarSlot* slot) {
   if (queue_head != nullptr || write_running || (slot->write() && running_reads > 0)) return false;
   if (slot->write()) {

@@ -25,9 +25,14 @@ namespace {
 
 // How a use reaches the var.
 enum class PushPath {
-  kGeneral,        // Enqueue's path: Append under push_lock, then Settle if asked
-  kGeneralBusy,    // the same while a completer holds the grant side's lock
-  kSingle,         // PushSingle's path: the grant side's lock, no push_lock
+  kGeneral,      // Enqueue's path: Append under push_lock, then Settle if asked
+  kGeneralBusy,  // the same while a completer holds the grant side's lock
+  kSingle,       // PushSingle's path: the grant side's lock, no push_lock
+  // Enqueue's path when the pusher read `state` as idle just before a
+  // completion that pulled the inbox into the FIFO published it (the
+  // completion publishes after it lets go of push_lock): the state the
+  // pusher sees is kIdle whatever the FIFO holds.
+  kGeneralStaleIdle,
 };
 
 // One var and the uses pushed to it, each with its own owner block, so that
@@ -57,6 +62,7 @@ class TrackedVar {
       // the slot must then start the inbox, and still be granted in order.
       if (path == PushPath::kGeneralBusy) var_->lock.lock();
       var_->push_lock.lock();
+      if (path == PushPath::kGeneralStaleIdle) var_->state.store(Var::kIdle);
       bool self = false;
       const Var::AppendResult result = var_->Append(slot, &self);
       var_->push_lock.unlock();
@@ -191,6 +197,32 @@ TEST(VarTest, AWriteGrantsTheWholeRunOfReadsBehindItAndNoMore) {
   EXPECT_FALSE(v.granted(late));
   v.Complete(w2);
   EXPECT_TRUE(v.granted(late));
+}
+
+TEST(VarTest, APushThatSawTheVarIdleTooEarlyStillQueuesBehindTheFifo) {
+  // A read runs and a write waits for it in the FIFO. A read pushed now must
+  // wait behind that write, even by a pusher that read the var's state as
+  // idle before the completion that queued the write published it (the
+  // grant-now test looks at the FIFO itself; tools/mutate/mutate.py's
+  // grant_past_fifo drops that look, and only this test fails at once).
+  for (bool second_is_write : {false, true}) {
+    TrackedVar v;
+    const int w0 = v.Push(true, PushPath::kSingle);
+    const int r1 = v.Push(false, PushPath::kSingle);
+    const int w2 = v.Push(true, PushPath::kSingle);
+    v.Complete(w0);
+    ASSERT_TRUE(v.granted(r1));
+    ASSERT_FALSE(v.granted(w2));
+    const int late = v.Push(second_is_write, PushPath::kGeneralStaleIdle);
+    EXPECT_FALSE(v.granted(late)) << "a use pushed behind a waiting write was granted at once";
+    v.ExpectGrantsMatchTheContract("after the late push");
+    v.Complete(r1);
+    v.ExpectGrantsMatchTheContract("after the read");
+    v.Complete(w2);
+    EXPECT_TRUE(v.granted(late));
+    v.ExpectGrantsMatchTheContract("after the write");
+    v.Complete(late);
+  }
 }
 
 TEST(VarTest, UsesThatStartTheInboxWhileTheGrantSideIsHeldAreGrantedInOrder) {
