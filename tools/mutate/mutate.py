@@ -133,6 +133,32 @@ MUTATIONS = {
         "  if (n == 1) {\n  } else if",
         "a single ready block wakes no sleeping worker",
     ),
+    "callback_twice_allowed": (
+        "src/engine/threaded_engine.cc",
+        "  if (!b->ticket.compare_exchange_strong(expected, expected + 1, std::memory_order_acq_rel)) {\n"
+        "    throw std::logic_error(",
+        "  if (!b->ticket.compare_exchange_strong(expected, expected + 1, std::memory_order_acq_rel)) {\n"
+        "    return;\n    throw std::logic_error(",
+        "a callback called a second time is ignored instead of rejected",
+    ),
+    "wait_from_inside_allowed": (
+        "src/engine/threaded_engine_waits.cc",
+        "  if (OnOwnThread()) {\n    throw std::logic_error(std::string(call) +",
+        "  if (false) {\n    throw std::logic_error(std::string(call) +",
+        "a wait from inside a function of the same engine is not rejected",
+    ),
+    "var_in_both_lists_merged": (
+        "src/tracker/var_list_sort.cc",
+        "      if (keys[out - 1] != keys[k] && var_bits != 0) ThrowVarInBothLists(call);\n      continue;",
+        "      continue;",
+        "a var in both const_vars and mutable_vars merged silently (long lists)",
+    ),
+    "pushed_after_delete_accepted": (
+        "src/engine/threaded_engine.cc",
+        "if (op->pushed.fetch_add(1, std::memory_order_acq_rel) & Opr::kDeleteRequested) {",
+        "if (op->pushed.fetch_add(1, std::memory_order_acq_rel) & 0) {",
+        "a push of a deleted operator is accepted",
+    ),
 }
 
 
