@@ -193,9 +193,16 @@ def main():
     repo = pathlib.Path(__file__).resolve().parents[2]
     tree = pathlib.Path(args.worktree or tempfile.mkdtemp(prefix="depengine-mutate-"))
     logs = tree / "mutation-logs"
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True,
+                          capture_output=True, text=True).stdout.strip()
     if not (tree / ".git").exists():
-        subprocess.run(["git", "worktree", "add", "--detach", "-f", str(tree), "HEAD"],
+        subprocess.run(["git", "worktree", "add", "--detach", "-f", str(tree), head],
                        cwd=repo, check=True, capture_output=True)
+    else:
+        # A worktree left by an earlier run (--worktree): bring it to HEAD, so
+        # that the mutations are tried on the code as it is now.
+        subprocess.run(["git", "checkout", "--detach", "-f", head], cwd=tree, check=True,
+                       capture_output=True)
     logs.mkdir(exist_ok=True)
     with open(logs / "configure.log", "w") as log:
         if run(["cmake", "-S", ".", "-B", "build", "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
