@@ -299,6 +299,60 @@ TEST_P(BackpressureTest, AClosureDestroyedByTheCallbacksCallerMayPushWhenTheEngi
   e->WaitForAll();
 }
 
+// A deleted operator whose last push finishes on a worker is freed by that
+// worker between functions (when it hands back its batch of finished
+// pushes), so its closure's destructor runs there, inside no function. A
+// push from that destructor must not wait for room either: the worker it
+// would block may be the one that has to run what frees the room. Here the
+// room is full when the destructor pushes (a held function and one queued
+// behind it), and the destructor's push must go through.
+TEST_P(BackpressureTest, AClosureOfADeletedOperatorFreedOnAWorkerMayPushWhenTheEngineIsFull) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine has no workers";
+  struct State {
+    Engine* engine;
+    VarHandle var;
+    Event go;          // lets the operator's one push finish
+    Event room_taken;  // the main thread's push got the operator's room
+    Event pushed_ran;  // the destructor's push ran
+  };
+  struct PushOnDestroy {
+    explicit PushOnDestroy(std::shared_ptr<State> s) : state(std::move(s)) {}
+    PushOnDestroy(const PushOnDestroy&) = delete;
+    PushOnDestroy& operator=(const PushOnDestroy&) = delete;
+    std::shared_ptr<State> state;
+    ~PushOnDestroy() {
+      state->room_taken.WaitFor();
+      state->engine->PushSync([s = state](RunContext) { s->pushed_ran.Notify(); }, Context::CPU(),
+                              {}, {state->var});
+    }
+  };
+  auto e = MakeEngine(2);
+  auto state = std::make_shared<State>();
+  state->engine = e.get();
+  state->var = e->NewVariable();
+  VarHandle held = e->NewVariable();
+  VarHandle a = e->NewVariable();
+  Hold hold(*e, {}, {held});  // one unit of room, until the end
+  OprHandle op = e->NewOperator(
+      [s = state, holder = std::make_shared<PushOnDestroy>(state)](RunContext,
+                                                                   CallbackOnComplete cb) {
+        s->go.WaitFor();
+        cb();
+      },
+      {}, {a});
+  e->Push(op, Context::CPU());  // the other unit
+  e->DeleteOperator(op);        // takes effect when that push finishes, on a worker
+  state->go.Notify();
+  // Waits for the operator's room, then queues behind the held var: the
+  // room stays full until the hold is released.
+  e->PushSync([](RunContext) {}, Context::CPU(), {}, {held});
+  state->room_taken.Notify();
+  EXPECT_TRUE(state->pushed_ran.WaitFor())
+      << "a push from a closure destroyed on a worker waited for room that worker had to free";
+  hold.Release();
+  e->WaitForAll();
+}
+
 TEST_P(BackpressureTest, DeletionsRunAheadOfQueuedNormalWork) {
   if (!threaded()) GTEST_SKIP() << "the naive engine runs each function at push: nothing queues";
   std::mutex mu;

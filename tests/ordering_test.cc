@@ -6,9 +6,11 @@
 // under ThreadSanitizer any missing ordering is a reported race.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "engine_fixture.h"
@@ -331,6 +333,34 @@ TEST_P(OrderingTest, ReadersOfOneVarRunConcurrently) {
   }
   engine().WaitForAll();
   EXPECT_EQ(met.load(), 2) << "two readers of one var did not run at the same time";
+}
+
+TEST_P(OrderingTest, ReadersReleasedTogetherWakeEnoughSleepingWorkersToRunTogether) {
+  if (!threaded()) GTEST_SKIP() << "the naive engine runs one function at a time, by design";
+  // A write's completion on a worker makes four readers ready at once: the
+  // worker runs one itself and queues the other three in one batch while
+  // the pool's three other workers sleep (no spinning). The batch must wake
+  // all three, or the readers, which wait for each other, never meet.
+  constexpr int kReaders = 4;
+  EngineOptions o = Options();
+  o.cpu_worker_threads = kReaders;
+  o.worker_spin_us = 0;
+  auto e = CreateEngine(o);
+  Rendezvous meet(kReaders);
+  std::atomic<int> met{0};
+  VarHandle v = e->NewVariable();
+  e->PushSync(
+      [](RunContext) {
+        // Not synchronization: time for the idle workers to go to sleep, so
+        // that the batch finds them asleep rather than spinning.
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      },
+      Context::CPU(), {}, {v});
+  for (int i = 0; i < kReaders; ++i) {
+    e->PushSync([&](RunContext) { met += meet.ArriveAndWait() ? 1 : 0; }, Context::CPU(), {v}, {});
+  }
+  e->WaitForAll();
+  EXPECT_EQ(met.load(), kReaders) << "readers made ready together did not all run at once";
 }
 
 TEST_P(OrderingTest, FunctionPushedFromInsideAFunctionRunsWhileItsParentStillRuns) {

@@ -123,6 +123,34 @@ TEST_P(ShutdownTest, FunctionsPushedByFunctionsDuringShutdownRun) {
   EXPECT_EQ(ran.load(), kDepth);
 }
 
+TEST_P(ShutdownTest, AsyncFunctionsPushedByFunctionsDuringShutdownFinishBeforeItReturns) {
+  // Each function of the chain pushes the next, then hands its callback to
+  // another thread: the chain goes on after the destructor began, and its
+  // last functions are neither running nor queued whenever the callback
+  // thread is between two calls. The destructor must wait for what was
+  // pushed while it waited, not only for what was pushed before it began
+  // (a pool that drains its queue before it stops is no such wait).
+  constexpr int kDepth = 100;
+  std::atomic<int> finished{0};
+  Completer completer;
+  VarHandle v = engine().NewVariable();
+  Engine* e = engine_.get();
+  std::function<void(int)> push_next = [&](int depth) {
+    e->PushAsync(
+        [&, depth](RunContext, CallbackOnComplete cb) {
+          if (depth + 1 < kDepth) push_next(depth + 1);
+          completer.Post([&finished, cb] {
+            ++finished;
+            cb();
+          });
+        },
+        Context::CPU(), {}, {v});
+  };
+  push_next(0);
+  engine_.reset();
+  EXPECT_EQ(finished.load(), kDepth);
+}
+
 TEST_P(ShutdownTest, LiveVarsAndOperatorsAreFreedWithTheEngine) {
   auto sentinel = std::make_shared<int>(0);
   for (int i = 0; i < 20; ++i) {

@@ -115,10 +115,12 @@ void ThreadedEngine::WaitForAll() {
         others.push_back(f);
       }
     }
+    // The log is the only place a failure's `delivered` flag is read, and
+    // each failure enters it once (RecordFailure): `first`, gone from it,
+    // needs no mark (docs/reliability.md, "Mutation checks").
     failure_log_.clear();
     for (Var* v : failed_vars_) TakeFailure(v);
     failed_vars_.clear();
-    if (first) first->delivered.store(true, std::memory_order_relaxed);
   }
   if (!others.empty() && !shutdown_notified_.load(std::memory_order_relaxed)) {
     ReportUndelivered("depengine: WaitForAll rethrows the first failure; " +

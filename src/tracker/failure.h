@@ -11,10 +11,12 @@ namespace depengine::internal {
 
 struct Failure {
   std::exception_ptr error;
-  // Set once the failure reached the program through WaitForVar (as it is
-  // taken off the var) or WaitForAll, so that WaitForAll does not deliver it
-  // again. Written and read under the engine's failures mutex; atomic so
-  // that a diagnostic may read it without the mutex.
+  // Set once WaitForVar delivered the failure (as it is taken off the
+  // var), so that WaitForAll, which scans the engine's failure log, does not
+  // deliver it again and a destroyed engine does not name it as lost.
+  // (WaitForAll's own delivery clears the log instead.) Written and read
+  // under the engine's failures mutex; atomic so that a diagnostic may read
+  // it without the mutex.
   std::atomic<bool> delivered{false};
 };
 

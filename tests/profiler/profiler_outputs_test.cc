@@ -92,6 +92,18 @@ TEST_P(ProfilerTest, DependencyGraphHasKindsAndCriticalPathAndRenders) {
   EXPECT_THAT(dot, ::testing::HasSubstr("WAW"));  // B=2 -> B=A+B
   EXPECT_THAT(dot, ::testing::HasSubstr("WAR"));  // B=A+B, C=A+2 -> A=0
   EXPECT_THAT(dot, ::testing::HasSubstr("color=red"));
+  // Exactly those five edges: A=2 -> A=0 is implied by the reads between
+  // them (no WAW edge when a reader came between, profiler.md).
+  const auto count = [&](const std::string& needle) {
+    int n = 0;
+    for (std::size_t at = dot.find(needle); at != std::string::npos; at = dot.find(needle, at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(count(" -> "), 5) << dot;
+  EXPECT_EQ(count(" RAW\""), 2) << dot;
+  EXPECT_EQ(count(" WAW\""), 1) << dot;
+  EXPECT_EQ(count(" WAR\""), 2) << dot;
 #ifdef DEPENGINE_DOT
   const std::string svg = path + ".svg";
   const std::string cmd = std::string(DEPENGINE_DOT) + " -Tsvg " + path + " -o " + svg;
@@ -105,6 +117,50 @@ TEST_P(ProfilerTest, DependencyGraphHasKindsAndCriticalPathAndRenders) {
   for (VarHandle v : {a, b, c}) e->DeleteVariable({}, Context::CPU(), v);
   e->WaitForAll();
   std::remove(path.c_str());
+}
+
+// The red path is the chain with the largest sum of run times, not any
+// chain: "join" waits for a long chain (two 20 ms bodies) and for a short
+// function, and the path must come to it through the long chain.
+TEST_P(ProfilerTest, DependencyGraphCriticalPathIsTheLongestChain) {
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle a = e->NewVariable(), b = e->NewVariable(), c = e->NewVariable(), d = e->NewVariable();
+  const auto sleep_ms = [](int ms) {
+    return [ms](RunContext) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  };
+  e->PushSync(sleep_ms(20), Context::CPU(), {}, {a}, FnProperty::kNormal, 0, "long1");
+  e->PushSync(sleep_ms(20), Context::CPU(), {a}, {b}, FnProperty::kNormal, 0, "long2");
+  e->PushSync(sleep_ms(1), Context::CPU(), {}, {c}, FnProperty::kNormal, 0, "short");
+  e->PushSync(sleep_ms(1), Context::CPU(), {b, c}, {d}, FnProperty::kNormal, 0, "join");
+  e->WaitForAll();
+  const std::string path = TempPath("critical.dot");
+  DumpDependencyGraph(*e, path);
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string dot = ss.str();
+  std::remove(path.c_str());
+  // Node ids by name, then each edge's line by its two ends.
+  const auto node = [&](const std::string& name) {
+    std::smatch m;
+    const std::regex re("  (f[0-9]+) \\[label=\"" + name + "\\\\n#");
+    return std::regex_search(dot, m, re) ? m[1].str() : std::string("?");
+  };
+  const auto edge_line = [&](const std::string& from, const std::string& to) {
+    const std::string head = "  " + node(from) + " -> " + node(to) + " [";
+    const std::size_t at = dot.find(head);
+    return at == std::string::npos ? std::string() : dot.substr(at, dot.find('\n', at) - at);
+  };
+  EXPECT_THAT(edge_line("long1", "long2"), HasSubstr("color=red")) << dot;
+  EXPECT_THAT(edge_line("long2", "join"), HasSubstr("color=red")) << dot;
+  EXPECT_THAT(edge_line("short", "join"), AllOf(HasSubstr("RAW"), Not(HasSubstr("color=red"))))
+      << dot;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(dot, m, std::regex("critical path: ([0-9.]+) us"))) << dot;
+  EXPECT_GE(std::stod(m[1].str()), 40'000.0) << "shorter than the two 20 ms bodies on it";
+  for (VarHandle v : {a, b, c, d}) e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
 }
 
 // Bug: the outputs are small, so /dev/full's ENOSPC only shows when the file
