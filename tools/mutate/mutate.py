@@ -298,11 +298,11 @@ MUTATIONS = {
         "  if (b->priority <= 0) {\n    if (b->profile",
         "a single ready block of negative priority queued with priority 0",
     ),
-    "batch_wakes_one": (
-        "src/exec/task_queue.cc",
-        "    { std::lock_guard<std::mutex> sync(sleep_mu_); }\n    sleep_cv_.notify_all();\n  }\n}",
-        "    { std::lock_guard<std::mutex> sync(sleep_mu_); }\n    sleep_cv_.notify_one();\n  }\n}",
-        "a batch of ready blocks wakes one sleeping worker",
+    "taker_wakes_nobody": (
+        "src/exec/task_queue.h",
+        "        if (!EmptyHint()) WakeIfNobodySpins();",
+        "",
+        "a worker that takes a block and leaves more behind wakes no sleeper",
     ),
     "graph_war_missing": (
         "src/profiler/graph_writer.cc",
