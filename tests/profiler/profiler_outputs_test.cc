@@ -83,10 +83,7 @@ TEST_P(ProfilerTest, DependencyGraphHasKindsAndCriticalPathAndRenders) {
   e->WaitForAll();
   const std::string path = TempPath("graph.dot");
   DumpDependencyGraph(*e, path);
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string dot = ss.str();
+  const std::string dot = ReadFile(path);
   EXPECT_THAT(dot, ::testing::StartsWith("digraph"));
   EXPECT_THAT(dot, ::testing::HasSubstr("RAW"));  // A=2 -> B=A+B
   EXPECT_THAT(dot, ::testing::HasSubstr("WAW"));  // B=2 -> B=A+B
@@ -136,10 +133,7 @@ TEST_P(ProfilerTest, DependencyGraphCriticalPathIsTheLongestChain) {
   e->WaitForAll();
   const std::string path = TempPath("critical.dot");
   DumpDependencyGraph(*e, path);
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string dot = ss.str();
+  const std::string dot = ReadFile(path);
   std::remove(path.c_str());
   // Node ids by name, then each edge's line by its two ends.
   const auto node = [&](const std::string& name) {
