@@ -131,6 +131,9 @@ BenchOptions ParseBenchOptions(int argc, char** argv) {
     } else if (flag == "--no-memory") {
       NoValue(flag, eq);
       o.memory = false;
+    } else if (flag == "--pushed-ahead") {
+      NoValue(flag, eq);
+      o.pushed_ahead = true;
     } else if (flag == "--probe") {
       o.probe_case = value;
     } else {
@@ -169,6 +172,10 @@ Flags:
   --json=PATH      also write the results as JSON
   --no-memory      skip the memory figures (peak RSS, bytes per pending op),
                    which run each case once more in a fresh child process
+  --pushed-ahead   W4 with T > 0: also run each engine with every function
+                   pushed before the clock starts (behind an async function
+                   that holds every var, released when the clock starts):
+                   the gap to the engine's own row is the pusher's share
   --profile=DIR    instead of timing, run each selected case once per engine
                    at a size small enough to read (n-scale x 0.002) with the
                    profiler on, and write DIR/<case>.<engine>.trace.json

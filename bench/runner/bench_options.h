@@ -18,6 +18,7 @@ struct BenchOptions {
   std::string json_path;   // also write the results here, when set
   std::string profile_dir; // --profile: write traces, stats and graphs here instead of timing
   bool memory = true;      // measure peak RSS and bytes per pending op (child processes)
+  bool pushed_ahead = false;  // W4 with T > 0 also with every function pushed first
   int run_timeout_s = 300; // a run taking longer is reported as a hang (see watchdog.h)
   bool help = false;
 
@@ -37,7 +38,7 @@ inline constexpr double kMaxNScale = 1e9;
 // flag; a value out of range (an integer flag outside [its minimum,
 // INT_MAX], --n-scale not in (0, kMaxNScale]); an --only entry that is no
 // workload or case id (BenchCaseNames); an empty --only or --engines; an
-// engine named twice; a value given to --help or --no-memory; --only=MEM
+// engine named twice; a value given to --help, --no-memory or --pushed-ahead; --only=MEM
 // (alone) with --no-memory or --profile, which would select nothing.
 BenchOptions ParseBenchOptions(int argc, char** argv);
 

@@ -46,6 +46,11 @@ BenchCase RandomDagCase(const RandomDagParams& params) {
     c.bodies_only = [dag, spin_us](int threads) {
       return RunRandomDagBodiesOnly(*dag, spin_us, threads);
     };
+    c.pushed_ahead = [dag, expected, spin_us, cp = c.critical_path](Engine& e) {
+      WorkloadResult r = RunRandomDagPushedAhead(e, *dag, spin_us, *expected);
+      r.critical_path = cp;
+      return r;
+    };
   }
   return c;
 }

@@ -25,10 +25,16 @@ struct BenchCase {
   // W4 with T > 0: the bodies alone on this many threads, no engine
   // (RunRandomDagBodiesOnly); returns wall seconds. Empty for other cases.
   std::function<double(int threads)> bodies_only;
+  // W4 with T > 0: the same run with every function pushed before the clock
+  // starts (RunRandomDagPushedAhead), for --pushed-ahead. Empty otherwise.
+  std::function<WorkloadResult(Engine&)> pushed_ahead;
 };
 
 // The engine column of the bodies_only row.
 inline constexpr const char* kBodiesOnlyEngine = "bodies alone, no engine";
+
+// Appended to the engine column of a pushed_ahead row.
+inline constexpr const char* kPushedAheadSuffix = ", pushed ahead";
 
 // Whether a case is wanted, by id and workload (BenchOptions::Selected).
 using CaseFilter = std::function<bool(const std::string& id, const std::string& workload)>;

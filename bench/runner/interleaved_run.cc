@@ -23,10 +23,25 @@ EngineOptions OptionsFor(EngineKind kind, int workers, const BenchCase& c) {
 // The threads that run functions: NaiveEngine runs them on the pushing thread.
 int Parallelism(EngineKind kind, int workers) { return kind == EngineKind::kNaive ? 1 : workers; }
 
+// Records one run of `r` in `row`: a failed check empties the row for good.
+void Record(const WorkloadResult& r, bool timed, ReportRow& row) {
+  if (!r.ok) {
+    row.ok = false;
+    row.error = r.check_error;
+    row.seconds.clear();
+    row.cpu_seconds.clear();
+  } else if (timed) {
+    row.seconds.push_back(r.seconds);
+    row.cpu_seconds.push_back(r.cpu_seconds);
+  }
+}
+
 // `bodies` (when c.bodies_only is set) takes the bodies-alone run as one
-// more engine of each round, after the real ones.
+// more engine of each round, after the real ones. `ahead` (when not empty:
+// --pushed-ahead and c.pushed_ahead) has one row per engine, run on a fresh
+// engine right after that engine's own run.
 void RunCase(const BenchCase& c, const BenchOptions& options, Watchdog& watchdog,
-             std::vector<ReportRow>& rows, ReportRow* bodies) {
+             std::vector<ReportRow>& rows, ReportRow* bodies, std::vector<ReportRow>& ahead) {
   for (int round = 0; round <= options.reps; ++round) {  // round 0 is the warm-up
     if (bodies != nullptr) {
       WatchdogScope watch(watchdog, c.title + " bodies alone");
@@ -40,15 +55,13 @@ void RunCase(const BenchCase& c, const BenchOptions& options, Watchdog& watchdog
       auto engine = CreateEngine(OptionsFor(options.engines[e], options.workers, c));
       const WorkloadResult r = c.run(*engine);
       engine.reset();
-      if (!r.ok) {
-        row.ok = false;
-        row.error = r.check_error;
-        row.seconds.clear();
-        row.cpu_seconds.clear();
-      } else if (round > 0) {
-        row.seconds.push_back(r.seconds);
-        row.cpu_seconds.push_back(r.cpu_seconds);
-      }
+      Record(r, round > 0, row);
+      if (ahead.empty() || !ahead[e].ok) continue;
+      WatchdogScope watch_ahead(watchdog, c.title + " on " + ahead[e].engine);
+      engine = CreateEngine(OptionsFor(options.engines[e], options.workers, c));
+      const WorkloadResult pushed_first = c.pushed_ahead(*engine);
+      engine.reset();
+      Record(pushed_first, round > 0, ahead[e]);
     }
   }
 }
@@ -106,13 +119,19 @@ std::vector<ReportRow> RunInterleaved(const BenchOptions& options, std::ostream&
       bodies.parallelism = options.workers;
       bodies.critical_path = 0;  // the note on the DAG comes from the engines' rows
     }
-    RunCase(c, options, watchdog, rows, with_bodies ? &bodies : nullptr);
+    std::vector<ReportRow> ahead;
+    if (options.pushed_ahead && c.pushed_ahead) {
+      ahead = rows;
+      for (ReportRow& row : ahead) row.engine += kPushedAheadSuffix;
+    }
+    RunCase(c, options, watchdog, rows, with_bodies ? &bodies : nullptr, ahead);
     if (options.memory) {
       for (std::size_t e = 0; e < rows.size(); ++e) {
         rows[e].has_memory = true;
         rows[e].memory = ProbeInChild(c.id, options.engines[e], options);
       }
     }
+    rows.insert(rows.end(), ahead.begin(), ahead.end());
     if (with_bodies) rows.push_back(bodies);
     PrintProgress(progress, c.title, rows);
     all.insert(all.end(), rows.begin(), rows.end());

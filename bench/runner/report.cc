@@ -125,6 +125,13 @@ void PrintMarkdown(std::ostream& out, const ReportSettings& settings,
            "function, in no order: the efficiency this machine allows any engine; the gap to an "
            "engine's row is that engine's cost and the order it keeps.\n";
   }
+  if (std::any_of(rows.begin(), rows.end(),
+                  [](const ReportRow& r) { return r.engine.ends_with(kPushedAheadSuffix); })) {
+    out << "- pushed ahead (W4, T > 0; --pushed-ahead): the engine's run with every function "
+           "pushed behind one async function that holds every var, the clock started at its "
+           "release: the workers' side alone; the gap to the engine's own row is the pushing and "
+           "what it costs the workers to run beside it.\n";
+  }
   out << "- peak RSS: of a fresh child process that runs the row once (includes the harness's own "
          "data); bytes/pending op: resident growth with every op pushed behind one held var.\n";
   for (const ReportRow& r : rows) {

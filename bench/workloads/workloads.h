@@ -66,6 +66,17 @@ WorkloadResult RunRandomDag(Engine& engine, const RandomDagParams& params);
 WorkloadResult RunRandomDag(Engine& engine, const RandomDag& dag, int spin_us,
                             const std::vector<std::uint64_t>& expected);
 
+// W4 with every function pushed before the clock starts: an async function
+// that writes every var holds them while all of `dag` is pushed, and the
+// timed region runs from its release to WaitForAll's return. What it
+// leaves out of the wall is the pushing and what the pusher's lines cost the
+// workers while they run; RunRandomDag's wall over this one is that share.
+// A diagnostic beside the workload (WORKLOADS.md times from the first push),
+// checked like RunRandomDag, and also failed when a function ran before the
+// release.
+WorkloadResult RunRandomDagPushedAhead(Engine& engine, const RandomDag& dag, int spin_us,
+                                       const std::vector<std::uint64_t>& expected);
+
 // W4's bodies alone: the same functions' bodies (spin `spin_us`, then the
 // mix) on `threads` plain threads, thread t running functions t, t + threads,
 // ..., with no engine and no order between them. Returns the wall seconds

@@ -14,6 +14,7 @@
 
 #include "runner/bench_options.h"
 #include "runner/cases.h"
+#include "runner/interleaved_run.h"
 #include "runner/report.h"
 
 namespace depengine::bench {
@@ -51,6 +52,8 @@ TEST(BenchOptionsTest, ParsesGoodFlags) {
   EXPECT_EQ(o.json_path, "out.json");
   EXPECT_EQ(o.run_timeout_s, 60);
   EXPECT_FALSE(o.memory);
+  EXPECT_FALSE(o.pushed_ahead);
+  EXPECT_TRUE(Parse({"--pushed-ahead"}).pushed_ahead);
 }
 
 // An integer that does not fit an int used to be wrapped: --reps=3000000000
@@ -108,6 +111,7 @@ TEST(BenchOptionsTest, RejectsAnEngineNamedTwice) {
 TEST(BenchOptionsTest, RejectsAValueOnAFlagThatTakesNone) {
   EXPECT_THAT(Rejection("--no-memory=0"), HasSubstr("--no-memory takes no value"));
   EXPECT_THAT(Rejection("--help=x"), HasSubstr("--help takes no value"));
+  EXPECT_THAT(Rejection("--pushed-ahead=1"), HasSubstr("--pushed-ahead takes no value"));
 }
 
 // Every name --only accepts selects something, and every case is named.
@@ -148,6 +152,67 @@ TEST(BenchCasesTest, W4WithWorkRunsItsBodiesAloneOnTheGivenThreads) {
       const double floor = static_cast<double>(c.ops) * c.spin_us * 1e-6 / threads;
       EXPECT_GE(c.bodies_only(threads), floor) << threads << " thread(s)";
     }
+  }
+}
+
+// W4 with work also runs with every function pushed before the clock
+// starts, on every engine kind, with the same check: the right values pass,
+// and a run whose values differ from the serial run's fails naming the var.
+// The other cases have no such run.
+TEST(BenchCasesTest, W4WithWorkPushedAheadIsCheckedOnEveryEngine) {
+  const std::vector<BenchCase> all = MakeBenchCases(
+      0.01, [](const std::string&, const std::string& workload) { return workload == "W4"; });
+  ASSERT_EQ(all.size(), 3u);
+  for (const BenchCase& c : all) {
+    ASSERT_EQ(static_cast<bool>(c.pushed_ahead), c.spin_us > 0) << c.id;
+  }
+  RandomDagParams params;
+  params.ops = 2'000;
+  params.spin_us = 1;
+  const RandomDag dag = MakeRandomDag(params);
+  const std::vector<std::uint64_t> expected = SerialRandomDag(dag);
+  std::vector<std::uint64_t> wrong = expected;
+  wrong[7] ^= 1;
+  for (EngineKind kind : {EngineKind::kNaive, EngineKind::kPooled, EngineKind::kPerDevice}) {
+    SCOPED_TRACE(EngineKindName(kind));
+    EngineOptions o;
+    o.kind = kind;
+    o.cpu_worker_threads = 2;
+    auto engine = CreateEngine(o);
+    const WorkloadResult r = RunRandomDagPushedAhead(*engine, dag, params.spin_us, expected);
+    ASSERT_TRUE(r.ok) << r.check_error;
+    EXPECT_EQ(r.ops, params.ops);
+    // Every body spins T after the clock starts, on at most two threads.
+    EXPECT_GE(r.seconds, static_cast<double>(params.ops) * params.spin_us * 1e-6 / 2);
+    const WorkloadResult bad = RunRandomDagPushedAhead(*engine, dag, params.spin_us, wrong);
+    EXPECT_FALSE(bad.ok);
+    EXPECT_THAT(bad.check_error, HasSubstr("var 7 ="));
+  }
+}
+
+// --pushed-ahead adds one row per engine to W4 with work, named after the
+// engine, timed in every repetition; without it there is none.
+TEST(BenchRunTest, PushedAheadAddsARowPerEngine) {
+  for (bool pushed_ahead : {false, true}) {
+    SCOPED_TRACE(pushed_ahead);
+    BenchOptions o = Parse({"--only=W4.T1", "--n-scale=0.01", "--reps=2", "--no-memory",
+                            "--engines=pooled,per-device", "--workers=2"});
+    o.pushed_ahead = pushed_ahead;
+    std::ostringstream progress;
+    const std::vector<ReportRow> rows = RunInterleaved(o, progress);
+    std::vector<std::string> engines;
+    for (const ReportRow& r : rows) {
+      engines.push_back(r.engine);
+      EXPECT_TRUE(r.ok) << r.engine << ": " << r.error;
+      EXPECT_EQ(r.seconds.size(), 2u) << r.engine;
+    }
+    std::vector<std::string> want = {"ThreadedEnginePooled", "ThreadedEnginePerDevice"};
+    if (pushed_ahead) {
+      want.push_back("ThreadedEnginePooled, pushed ahead");
+      want.push_back("ThreadedEnginePerDevice, pushed ahead");
+    }
+    want.push_back(kBodiesOnlyEngine);
+    EXPECT_EQ(engines, want);
   }
 }
 
