@@ -206,8 +206,10 @@ struct alignas(128) OprBlock {
   std::atomic<std::uint32_t> ticket{0};
 
   union {
-    // Intrusive FIFO link; guarded by the TaskQueue lock while queued, owned
-    // by the running thread in an inline trampoline.
+    // Intrusive FIFO link. While queued: written by the producer that links
+    // the block in (through atomic_ref, release; see TaskQueue::LinkFifo) and
+    // read by the consumer holding the queue's consumer lock (acquire).
+    // Owned by the running thread in an inline trampoline.
     OprBlock* queue_next = nullptr;
     OprBlock* pool_next;  // owned by ObjectPool while the block is free
   };

@@ -147,7 +147,7 @@ class alignas(64) Var {
   internal::SpinLock push_lock;
   // DeleteVariable was pushed. Written under push_lock before the deletion's
   // slot is published; read under push_lock, or (relaxed) by a single-var
-  // push holding `lock` (see PushSingleLocked).
+  // push holding `lock` (see PrepareSingleLocked).
   std::atomic<bool> deleted{false};
   // The var guards scratch state (a resource), not a result: a failing
   // function that writes it does not mark it failed (see ThreadedEngine::
