@@ -89,13 +89,19 @@ WorkloadResult RunRandomDagPushedAhead(Engine& engine, const RandomDag& dag, int
   std::mutex mu;
   std::condition_variable started;
   std::optional<CallbackOnComplete> release;  // guarded by mu
-  engine.PushAsync(
-      [&](RunContext, CallbackOnComplete done) {
-        std::lock_guard<std::mutex> lock(mu);
-        release = done;
-        started.notify_one();
-      },
-      Context::CPU(), {}, vars, FnProperty::kNormal, 0, "W4 hold");
+  try {
+    engine.PushAsync(
+        [&](RunContext, CallbackOnComplete done) {
+          std::lock_guard<std::mutex> lock(mu);
+          release = done;
+          started.notify_one();
+        },
+        Context::CPU(), {}, vars, FnProperty::kNormal, 0, "W4 hold");
+  } catch (...) {
+    internal::Fail(r, internal::CurrentExceptionMessage());
+    internal::DeleteVars(engine, vars, r);
+    return r;
+  }
   {
     std::unique_lock<std::mutex> lock(mu);
     started.wait(lock, [&] { return release.has_value(); });
