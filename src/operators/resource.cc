@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "engine/internal_hooks.h"
 
@@ -20,6 +21,10 @@ namespace internal {
 // function exists), so one at a time: no lock.
 struct ResourceState {
   RandomGenerator random;  // kRandom
+  // kRandom: the SeedRandom call whose seed `random` was last seeded with
+  // (ResourceManager::Impl::seed_generation). Read and written only by
+  // functions that write the resource's var, or before it has any.
+  std::uint64_t seed_generation = 0;
 
   // kTempSpace: a bump allocator over `space`. The calls of one function
   // (RunningFunctionId) take consecutive, disjoint pieces; a call from
@@ -126,6 +131,11 @@ struct ResourceManager::Impl {
   // immutable once made, so they may be copied out and used without mu.
   std::map<std::pair<int, int>, DeviceResources> devices;
   std::uint32_t seed = 0;  // guarded by mu
+  // Counts SeedRandom calls; guarded by mu. Two calls on different threads
+  // push their reseeds outside mu and so in either order on a device; each
+  // reseed applies only when it is newer than the generator's, so the last
+  // call (in mu's order) wins on every device.
+  std::uint64_t seed_generation = 0;
 };
 
 ResourceManager::ResourceManager(Engine* engine, ResourceOptions options)
@@ -204,6 +214,7 @@ Resource ResourceManager::Request(Context ctx, const ResourceRequest& req) {
     d.random = make(ResourceRequest::kRandom, 0);
     // No function uses the new var yet, so seeding here races with nothing.
     d.random.ptr_->random.Seed(DeviceSeed(impl_->seed, ctx));
+    d.random.ptr_->seed_generation = impl_->seed_generation;
     for (int i = 0; i < options_.temp_space_copies; ++i) {
       d.temp.push_back(make(ResourceRequest::kTempSpace, i));
     }
@@ -213,13 +224,27 @@ Resource ResourceManager::Request(Context ctx, const ResourceRequest& req) {
 }
 
 void ResourceManager::SeedRandom(std::uint32_t seed) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->seed = seed;
-  for (auto& [key, d] : impl_->devices) {
-    internal::ResourceState* s = d.random.ptr_;
-    const std::uint32_t device_seed = DeviceSeed(seed, d.ctx);
-    engine_->PushSync([s, device_seed](RunContext) { s->random.Seed(device_seed); }, d.ctx, {},
-                      {d.random.var}, FnProperty::kNormal, 0, "SeedRandom");
+  // The reseeds are pushed outside mu: a push may wait for backpressure
+  // (EngineOptions::max_in_flight), and Request must not wait behind it.
+  // Devices are never removed, so their resources outlive this call.
+  std::vector<std::pair<Context, Resource>> generators;
+  std::uint64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->seed = seed;
+    generation = ++impl_->seed_generation;
+    for (const auto& [key, d] : impl_->devices) generators.emplace_back(d.ctx, d.random);
+  }
+  for (const auto& [ctx, random] : generators) {
+    internal::ResourceState* s = random.ptr_;
+    const std::uint32_t device_seed = DeviceSeed(seed, ctx);
+    engine_->PushSync(
+        [s, device_seed, generation](RunContext) {
+          if (generation < s->seed_generation) return;  // a later SeedRandom's reseed ran first
+          s->random.Seed(device_seed);
+          s->seed_generation = generation;
+        },
+        ctx, {}, {random.var}, FnProperty::kNormal, 0, "SeedRandom");
   }
 }
 
