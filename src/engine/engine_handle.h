@@ -67,7 +67,10 @@ class EngineHandle final : public Engine {
 
  private:
   // Set by the constructor; moved to the reaper thread, or reset, by the
-  // destructor only.
+  // destructor only. Other threads read it concurrently only through calls
+  // made while the handle is alive (functions pushing during Drain
+  // included); the reset comes after Drain returns, and after the move to
+  // the reaper nothing may use the handle.
   std::shared_ptr<ThreadedEngine> core_;
 };
 

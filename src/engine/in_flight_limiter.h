@@ -8,8 +8,9 @@
 // doubled W1's time per op. Here each side writes only its own lines:
 //   - pushers count reservations in `reserved_`, on a line only they touch;
 //   - each worker counts its completions in its own WorkerCounter, and
-//     other threads (callbacks called from outside, failed pushes, workers
-//     that have exited) in `external_released_`;
+//     other threads (callbacks called from outside, failed pushes) in
+//     `external_released_`; an exiting worker's count moves into
+//     `retired_released_`, under `mu_`;
 //   - a pusher sums the release counters only when the credit it saw last
 //     (`released_seen_`) runs out, that is about once per max_in_flight
 //     pushes while the engine keeps up.
@@ -104,10 +105,16 @@ class InFlightLimiter {
   std::atomic<std::uint64_t> released_seen_{0};
 
   // --- read by every release, written when a pusher starts or stops waiting ---
-  // seq_cst against the releases' counts (see WorkerIdle and Release).
+  // Incremented seq_cst and followed by a seq_cst fence (WaitForRoom), so
+  // that Release() (a seq_cst add, then a seq_cst load of this) and
+  // IdleNotify (a fence, then a load) cannot both miss a waiter. The
+  // periodic wake-up in Release(WorkerCounter&) reads it relaxed and may
+  // miss one; the waiter's recheck (kRecheck) bounds that. Decremented
+  // relaxed: a notify too many is harmless.
   alignas(64) std::atomic<int> waiters_{0};
 
   // --- releases from threads other than registered workers ---
+  // seq_cst: the other half of the Dekker pair with waiters_ in Release().
   alignas(64) std::atomic<std::uint64_t> external_released_{0};
 
   Mutex mu_;

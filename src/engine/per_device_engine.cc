@@ -126,6 +126,8 @@ class PerDeviceEngine final : public ThreadedEngine {
   std::vector<std::unique_ptr<WorkerPool>> owned_ GUARDED_BY(create_mu_);
   // Published pools; written once under create_mu_ (release), read anywhere.
   std::array<std::array<std::atomic<WorkerPool*>, kMaxDevices>, kNumPoolKinds> table_;
+  // Like table_: written once under create_mu_ (release), read anywhere
+  // (acquire).
   std::atomic<WorkerPool*> priority_{nullptr};
 };
 

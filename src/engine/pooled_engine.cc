@@ -51,6 +51,9 @@ class PooledEngine final : public ThreadedEngine {
   }
 
  private:
+  // Made by the constructor, before any push can dispatch, and read by
+  // Dispatch on any thread; reset only by the destructor, after Drain, when
+  // nothing dispatches any more.
   std::unique_ptr<WorkerPool> normal_;
   std::unique_ptr<WorkerPool> copy_;
 };

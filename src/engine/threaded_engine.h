@@ -289,11 +289,14 @@ class ThreadedEngine : public Engine {
   const int gpu_count_;  // simulated, or present when built with CUDA
 
   // --- WaitForAll accounting ---
-  // Pushes count in pending_[generation_ & 1]; WaitForAll bumps generation_
-  // (under wait_all_mu_) and waits for the old counter to drain, so pushes
-  // made after it started never delay it. seq_cst throughout: CountPush
-  // re-reads generation_ after its increment, and the flip-then-read in
-  // WaitForAll must see that increment or be seen by that re-read.
+  // Pushes count in pending_[generation_ & 1]; WaitForAll (and Drain) bump
+  // generation_ (under wait_all_mu_) and wait for the old counter to drain,
+  // so pushes made after it started never delay it. seq_cst for every access
+  // of the counting protocol (CountPush, SubtractPending, WaitPendingZero,
+  // Drain): CountPush re-reads generation_ after its increment, and the
+  // flip-then-read in WaitForAll must see that increment or be seen by that
+  // re-read. The profiler's and the watchdog's snapshots of pending_ read it
+  // relaxed: a rough count is all they show.
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<std::int64_t> pending_[2] = {0, 0};
   // Threads waiting in WaitPendingZero. A completer reads it
@@ -301,13 +304,15 @@ class ThreadedEngine : public Engine {
   std::atomic<int> idle_waiters_{0};
   // Threads outside the pools inside SubtractPending; Drain waits for 0.
   // Incremented (seq_cst) before their decrement of pending_, so a Drain
-  // that saw pending_ reach 0 also sees them.
+  // that saw pending_ reach 0 also sees them. Decremented with release and
+  // read by Drain with acquire: the completer's last touch of the engine
+  // (idle_mu_, idle_cv_) happens before Drain returns and the engine dies.
   std::atomic<int> external_completers_{0};
   // Units of functions pushed and not finished (max_in_flight > 0 only).
   InFlightLimiter in_flight_;
   Mutex idle_mu_;
   std::condition_variable idle_cv_;  // waited on with idle_mu_
-  Mutex wait_all_mu_;                // serializes WaitForAll's generation flips
+  Mutex wait_all_mu_;                // serializes the generation flips of WaitForAll and Drain
 
   // --- failures ---
   // Upper bound on the vars holding a failure, so that the common no-failure
@@ -329,6 +334,8 @@ class ThreadedEngine : public Engine {
   Quarantine<Var, kQuarantined> dead_vars_ GUARDED_BY(live_mu_);
   Quarantine<Opr, kQuarantined> dead_oprs_ GUARDED_BY(live_mu_);
 
+  // Set by NotifyShutdown from any thread. Relaxed: it only silences the
+  // stderr reports of undelivered failures and orders no data.
   std::atomic<bool> shutdown_notified_{false};
 
   // --- profiling ---

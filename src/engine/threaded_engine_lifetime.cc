@@ -153,7 +153,7 @@ ThreadedEngine::~ThreadedEngine() {
 // ---------------------------------------------------------------- vars and operators
 
 VarHandle ThreadedEngine::NewVariable() {
-  static std::atomic<std::uint64_t> next_profile_id{0};
+  static std::atomic<std::uint64_t> next_profile_id{0};  // relaxed: only uniqueness matters
   Var* v = VarPool::Allocate();
   v->Init(this);
   v->profile_id = next_profile_id.fetch_add(1, std::memory_order_relaxed);

@@ -29,8 +29,9 @@ TaskQueue::TaskQueue(std::chrono::microseconds idle_spin)
 
 void TaskQueue::LinkFifo(OprBlock* first, OprBlock* last) {
   Next(last).store(nullptr, std::memory_order_relaxed);
-  // acq_rel: releases the chain's contents to whoever links after us, and
-  // acquires the predecessor so that linking it is ordered after its push.
+  // seq_cst: step (a) of the wake-up protocol (task_queue.h). It also
+  // releases the chain's contents to whoever links after us, and acquires
+  // the predecessor so that linking it is ordered after its push.
   OprBlock* prev = tail_.exchange(last, std::memory_order_seq_cst);
   DEPENGINE_TASK_QUEUE_LINK_HOOK();
   // Until this store, consumers see the queue non-empty but cannot reach

@@ -202,7 +202,11 @@ class TaskQueue {
   std::atomic<int> spinners_{0};
   std::mutex sleep_mu_;  // pairs with sleep_cv_; see the protocol
   std::condition_variable sleep_cv_;
-  std::atomic<bool> stop_{false};  // set once by Stop()
+  // Set once by Stop(): stored seq_cst, then sleep_mu_ is locked and
+  // unlocked, so a worker deciding to sleep (which reads it under sleep_mu_)
+  // either sees it or is woken by Stop's notify_all. Pop's acquire read only
+  // starts the drain.
+  std::atomic<bool> stop_{false};
 
   // --- counts for tests (relaxed: nothing orders by them) ---
   // Written once per idle period at most, on a line of their own so that

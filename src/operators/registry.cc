@@ -17,8 +17,12 @@ struct Registries {
     OperatorRegistry::Factory factory;
     std::string description;
   };
-  std::map<std::string, OpEntry> ops;                                   // guarded by mu
-  std::map<std::string, std::unique_ptr<SimpleOpRegEntry>> simple_ops;  // guarded by mu
+  // mu guards the maps. Entries are never removed (std::map nodes and the
+  // SimpleOpRegEntry objects stay put), so Find's pointers outlive the lock;
+  // an entry is filled in by its registration, which must come before any
+  // concurrent use (simple_op.h).
+  std::map<std::string, OpEntry> ops;
+  std::map<std::string, std::unique_ptr<SimpleOpRegEntry>> simple_ops;
 };
 
 Registries& Tables() {

@@ -33,7 +33,13 @@ namespace depengine::internal {
 
 struct OprBlock;
 
-// One recorded function.
+// One recorded function. Written without a lock by one thread at a time as
+// the block moves on: the pusher (Begin, AssignSeq), the granting thread
+// (MarkReady), the executing worker (MarkStart, failed, skipped) and the
+// completer, possibly a callback's thread (MarkEnd, released). The var
+// locks and OprBlock::wait (acq_rel), the queue link (release/acquire) or
+// the inline run, and the callback ticket order those hand-offs. After
+// Finish it is read-only, published to dumps by Chunk::count.
 struct ProfileRecord {
   // Push order within the profiler, taken with the function's vars locked
   // (AssignSeq): on each var, the order the engine queued its uses.
@@ -140,7 +146,14 @@ class Profiler {
   std::unordered_map<std::uint64_t, std::string> VarNames();
 
   const std::uint64_t id_;  // tells thread caches apart from a dead profiler
+  // Relaxed: the fetch_adds give unique seqs; between pushes that share a
+  // var the push locks order them (AssignSeq), and waits (RecordWait) need
+  // only uniqueness. Clear's relaxed read is a cut-off point, not a
+  // synchronization.
   std::atomic<std::uint64_t> next_seq_{0};
+  // Seqs below it are hidden from dumps. Release (Clear) and acquire (the
+  // dumps): a dump that sees a Clear sees what that thread did before it.
+  // The records themselves are published by Chunk::count.
   std::atomic<std::uint64_t> clear_floor_{0};
   // Timestamps are written relative to it; the same for every profiler of
   // the process.

@@ -14,9 +14,9 @@ struct Failure {
   // Set once WaitForVar delivered the failure (as it is taken off the
   // var), so that WaitForAll, which scans the engine's failure log, does not
   // deliver it again and a destroyed engine does not name it as lost.
-  // (WaitForAll's own delivery clears the log instead.) Written and read
-  // under the engine's failures mutex; atomic so that a diagnostic may read
-  // it without the mutex.
+  // (WaitForAll's own delivery clears the log instead.) Written
+  // (DeliverFailure) and read (WaitForAll, ~ThreadedEngine) only under the
+  // engine's failures mutex, which orders it; the atomic adds nothing.
   std::atomic<bool> delivered{false};
 };
 

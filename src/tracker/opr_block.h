@@ -75,9 +75,12 @@ class alignas(128) Opr {
   // Pushes accepted, plus kDeleteRequested once DeleteOperator ran (a push
   // that finds the bit set is rejected). Pushers' fetch_add, DeleteOperator's
   // fetch_or: one total order decides which pushes DeleteOperator counted.
-  // Only pushers write this line: completions count in `finished`, on a line
-  // of its own, so an operator pushed round robin among many does not move a
-  // line between the pushing core and a worker's on every push.
+  // acq_rel, as DeleteOperator's fetch_or: the push that reads the bit
+  // unset is ordered before the deletion that counts it. While pushes may
+  // run, only pushers write this line: completions count in `finished`, on
+  // a line of its own, so an operator pushed round robin among many does not
+  // move a line between the pushing core and a worker's on every push
+  // (FreeOpr writes `magic` once, when the last counted push finished).
   alignas(64) std::atomic<std::uint64_t> pushed{0};
   // Rejects stale handles (relaxed: best effort; `pushed` is authoritative).
   std::atomic<std::uint32_t> magic{kDead};
@@ -86,7 +89,9 @@ class alignas(128) Opr {
   const char* name = nullptr;
   const internal::ThreadedEngine* engine = nullptr;
 
-  // The var list (set by NewOperator, read-only after): sorted by address,
+  // The var list (set by NewOperator, read-only while pushes may run;
+  // cleared by FreeOpr after `finished` reached kDeleteRequested, whose
+  // acq_rel orders every push's last read before the clear): sorted by address,
   // no duplicates, each entry `Var* | 1` for a write; in this line up to
   // kInlineVars entries, else in var_heap_.
   static constexpr std::uint32_t kInlineVars = 2;
@@ -121,7 +126,8 @@ class alignas(128) Opr {
 
  public:
   // --- the workers' pair ---
-  alignas(128) AsyncFn async_fn;  // set by NewOperator; read-only after
+  alignas(128)
+      AsyncFn async_fn;  // set by NewOperator; read-only until FreeOpr clears it (as the var list)
   // Pushes finished, plus kDeleteRequested minus the pushes DeleteOperator
   // counted, added by DeleteOperator: the one update that takes it to
   // exactly kDeleteRequested (every counted push finished, after the
@@ -202,14 +208,20 @@ struct alignas(128) OprBlock {
   // Execution epoch, for engine-made callbacks: odd while a callback may
   // finish the block; CAS from the ticket handed out to ticket+1 claims the
   // finish, so a second call fails even after the block is reused (until the
-  // same block has run 2^31 more times).
+  // same block has run 2^31 more times). Advanced at the start of a run by a
+  // plain release store (between runs only stale callbacks touch it, and
+  // their CAS fails); claimed by an acq_rel CAS, so that the winner sees the
+  // block as that run set it up.
   std::atomic<std::uint32_t> ticket{0};
 
   union {
     // Intrusive FIFO link. While queued: written by the producer that links
     // the block in (through atomic_ref, release; see TaskQueue::LinkFifo) and
     // read by the consumer holding the queue's consumer lock (acquire).
-    // Owned by the running thread in an inline trampoline.
+    // Owned by the running thread in an inline trampoline. The queue's stub
+    // link is also read relaxed, without the lock, by FifoEmptyHint (a
+    // hint); links inside a chain not yet published are stored relaxed, and
+    // LinkFifo's release store publishes them.
     OprBlock* queue_next = nullptr;
     OprBlock* pool_next;  // owned by ObjectPool while the block is free
   };
@@ -230,6 +242,10 @@ struct alignas(128) OprBlock {
   // Holders of the block while it executes: the completion and, for an
   // async function, the function's own return (a callback may finish the
   // block while the function still runs). The last one recycles the block.
+  // Stored relaxed by the executing thread before the ticket's release store
+  // publishes the block to a callback. ReleaseExecution reads it acquire (a
+  // 1 is final and skips the decrement), else decrements acq_rel, so the
+  // last holder sees the other's uses before it recycles the block.
   std::atomic<std::uint8_t> finish_refs{0};
 
  private:

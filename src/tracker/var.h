@@ -151,7 +151,7 @@ class alignas(64) Var {
   std::atomic<bool> deleted{false};
   // The var guards scratch state (a resource), not a result: a failing
   // function that writes it does not mark it failed (see ThreadedEngine::
-  // Complete; set through internal::MarkScratchVar). Written once, before the
+  // CompleteVarsGeneral; set through internal::MarkScratchVar). Written once, before the
   // var's first push (the caller orders that as it orders the var's
   // creation; the push's locks publish it to completers); relaxed.
   std::atomic<bool> scratch{false};
@@ -163,8 +163,9 @@ class alignas(64) Var {
   // Set when a push saw a long FIFO (a chain its worker is draining): a
   // one-var push (PushSingle) then takes the general path to the inbox
   // instead of the grant side's lock, until an Append finds the FIFO short
-  // again. A hint, atomic so that it may be read and written under either
-  // lock.
+  // again. A hint: written relaxed under either lock (QueueLocked under
+  // `lock`, Append under `push_lock`) and read relaxed with no lock by
+  // PushSingle; a stale value only picks the slower, still correct path.
   std::atomic<bool> chain_mode{false};
   const internal::ThreadedEngine* engine = nullptr;  // set at creation, read-only after
   std::uint64_t profile_id = 0;                      // names the var in profiles; set at creation
