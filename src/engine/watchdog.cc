@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace depengine::internal {
 
@@ -55,6 +57,16 @@ void Watchdog::Finished(const void* key) {
 }
 
 void Watchdog::Run() {
+  // A report is written with mu_ released: every function's start and end
+  // takes mu_, and a write to a stderr that nobody reads (a full pipe, a
+  // stopped terminal) would otherwise stop the whole engine. Under mu_ the
+  // scan only copies what it reports and marks it reported.
+  struct Report {
+    std::string name;
+    std::vector<std::uint64_t> reads, writes;
+    double age_seconds;
+  };
+  std::vector<Report> due;
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, scan_period_, [this] { return stop_; })) {
     const auto now = std::chrono::steady_clock::now();
@@ -62,15 +74,22 @@ void Watchdog::Run() {
       const std::chrono::duration<double> age = now - e.start;
       if (age < limit_ || e.reported) continue;
       e.reported = true;
-      const std::string reads = Labels(e.reads), writes = Labels(e.writes);
+      due.push_back(Report{e.name, e.reads, e.writes, age.count()});
+    }
+    if (due.empty()) continue;
+    lock.unlock();
+    for (const Report& r : due) {
+      const std::string reads = Labels(r.reads), writes = Labels(r.writes);
       std::fprintf(stderr,
                    "depengine watchdog: function '%s' has been running for %.1f s "
                    "(limit %.1f s); it reads %s and writes %s; about %lld functions pushed "
                    "to its engine have not finished, and those that use its vars wait for it; "
                    "an async function whose callback is never called never finishes\n",
-                   e.name.c_str(), age.count(), limit_.count(), reads.c_str(), writes.c_str(),
+                   r.name.c_str(), r.age_seconds, limit_.count(), reads.c_str(), writes.c_str(),
                    static_cast<long long>(view_.pending()));
     }
+    due.clear();
+    lock.lock();
   }
 }
 

@@ -28,7 +28,8 @@ namespace depengine::internal {
 class Watchdog {
  public:
   // What only the engine knows, for the report; called by the watchdog's
-  // thread while it holds its own lock.
+  // thread with its own lock released (so these may take the engine's
+  // locks, and a slow stderr holds up no function's start or end).
   struct EngineView {
     std::function<std::string(std::uint64_t)> var_label;  // a var id as the dumps show it
     std::function<std::int64_t()> pending;  // functions pushed and not finished (about)

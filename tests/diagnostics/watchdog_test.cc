@@ -1,10 +1,15 @@
 // The debug watchdog names a function that runs too long (here: an async
 // function whose callback is held back) instead of letting it hang silently.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <future>
 #include <string>
 #include <thread>
 
@@ -41,6 +46,69 @@ TEST(Watchdog, ReportsAsyncFunctionWhoseCallbackIsLate) {
     held();  // finishing it lets the engine shut down
     e->WaitForVar(v);
   }
+}
+
+// A report to a stderr that nobody reads (a full pipe, a stopped terminal)
+// blocks the watchdog's write. Every function's start and end takes the
+// watchdog's lock, which the write used to hold: the whole engine stopped
+// until somebody read stderr. Here stderr is a full pipe while a function
+// runs past the limit; another function must still run and finish.
+TEST(Watchdog, AReportStuckOnAFullStderrHoldsUpNoFunction) {
+  EngineOptions o;
+  o.kind = EngineKind::kPerDevice;
+  o.cpu_worker_threads = 2;
+  o.watchdog_seconds = 0.05;
+  auto e = CreateEngine(o);
+  VarHandle held_var = e->NewVariable(), other = e->NewVariable();
+
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  std::fflush(stderr);
+  const int saved = dup(STDERR_FILENO);
+  ASSERT_GE(saved, 0);
+  ASSERT_GE(dup2(pipe_fds[1], STDERR_FILENO), 0);
+  // Fill the pipe, so that the next write to stderr blocks.
+  ASSERT_EQ(fcntl(pipe_fds[1], F_SETFL, O_NONBLOCK), 0);
+  const std::string chunk(4096, 'x');
+  while (write(pipe_fds[1], chunk.data(), chunk.size()) > 0) {
+  }
+  ASSERT_EQ(fcntl(pipe_fds[1], F_SETFL, 0), 0);  // stderr (a dup of it) blocks again
+
+  CallbackOnComplete held;
+  e->PushAsync([&](RunContext, CallbackOnComplete done) { held = done; }, Context::CPU(), {},
+               {held_var}, FnProperty::kAsync, 0, "held_past_the_limit");
+  // The report is due after 50-63 ms; give the watchdog time to be stuck in it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto other_runs = std::async(std::launch::async, [&] {
+    e->PushSync([](RunContext) {}, Context::CPU(), {}, {other}, FnProperty::kNormal, 0, "other");
+    e->WaitForVar(other);
+  });
+  const bool finished = other_runs.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+
+  // Unblock: read the pipe until the report has come through, then put
+  // stderr back.
+  ASSERT_EQ(fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK), 0);
+  std::string seen;
+  char buf[4096];
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (seen.find("held_past_the_limit") == std::string::npos &&
+         std::chrono::steady_clock::now() < give_up) {
+    const ssize_t n = read(pipe_fds[0], buf, sizeof buf);
+    if (n > 0) {
+      seen.append(buf, static_cast<std::size_t>(n));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  close(pipe_fds[1]);
+  other_runs.wait();
+  held();
+  e->WaitForAll();
+  close(pipe_fds[0]);
+  EXPECT_TRUE(finished) << "a function waited for the watchdog's report to be read";
+  EXPECT_NE(seen.find("held_past_the_limit"), std::string::npos) << "the report never came";
 }
 
 TEST(Watchdog, FromEnvReadsSecondsAndRejectsGarbage) {
