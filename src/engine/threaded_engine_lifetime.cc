@@ -124,14 +124,21 @@ ThreadedEngine::~ThreadedEngine() {
                         undelivered);
     }
   }
-  MutexLock lock(live_mu_);
-  while (live_oprs_ != nullptr) {
-    Opr* op = live_oprs_;
-    live_oprs_ = op->live_next;
+  // Operators never deleted: their closures are user code, destroyed
+  // outside live_mu_ as FreeOpr does (a destructor that took a lock of its
+  // own, or called into this engine, would otherwise run under it).
+  std::vector<Opr*> leaked_oprs;
+  {
+    MutexLock lock(live_mu_);
+    for (; live_oprs_ != nullptr; live_oprs_ = live_oprs_->live_next)
+      leaked_oprs.push_back(live_oprs_);
+  }
+  for (Opr* op : leaked_oprs) {
     op->magic.store(Opr::kDead, std::memory_order_relaxed);
     op->Clear();
     OprPool::Free(op);
   }
+  MutexLock lock(live_mu_);
   while (live_vars_ != nullptr) {
     Var* v = live_vars_;
     live_vars_ = v->live_next;
