@@ -68,6 +68,8 @@ def main():
             parser.error(f"{b} is not an executable")
 
     # results[binary][case] = [(median, min) per round]
+    # Paths, not names: subprocess would look a bare name up on PATH.
+    args.binaries = [os.path.abspath(b) for b in args.binaries]
     results = {b: {} for b in args.binaries}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):

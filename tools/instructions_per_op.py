@@ -190,7 +190,8 @@ def main():
     parser.add_argument("binaries", nargs="+")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
-        sys.exit("instructions_per_op: valgrind is not installed (tools/setup.sh installs it)")
+        sys.exit("instructions_per_op: valgrind is not installed; as root: tools/setup.sh "
+                 "(or apt-get update && apt-get install -y valgrind)")
     if args.check or args.write_budget:
         if args.check and args.write_budget:
             sys.exit("instructions_per_op: --check and --write-budget exclude each other")

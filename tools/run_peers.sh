@@ -25,24 +25,32 @@ for arg in "$@"; do
   esac
 done
 
-# The peers come from Debian; the build skips any that is missing.
+# The peers come from Debian: as root, install them (and the build's own
+# packages); otherwise say what is missing. The build skips any peer that is.
+if [ "$(id -u)" -eq 0 ]; then
+  "$root/tools/setup.sh" --peers
+fi
 missing=""
 pkg-config --exists starpu-1.3 2>/dev/null || pkg-config --exists starpu-1.4 2>/dev/null ||
   missing="$missing libstarpu-dev"
 [ -e /usr/include/oneapi/tbb.h ] || [ -e /usr/local/include/oneapi/tbb.h ] || missing="$missing libtbb-dev"
 [ -e /usr/include/lapacke.h ] || missing="$missing liblapacke-dev"
 ls /usr/lib/*/libopenblas.so >/dev/null 2>&1 || missing="$missing libopenblas-dev"
-command -v clang++ >/dev/null 2>&1 || missing="$missing clang libomp-dev"
+command -v clang++ >/dev/null 2>&1 || missing="$missing clang"
+ls /usr/lib/llvm-*/lib/libomp.so >/dev/null 2>&1 || ls /usr/lib/*/libomp.so >/dev/null 2>&1 ||
+  missing="$missing libomp-dev"
 command -v gnuplot >/dev/null 2>&1 || missing="$missing gnuplot"
 if [ -n "$missing" ]; then
   echo "run_peers.sh: not installed:$missing; the peers that need them are skipped." >&2
-  echo "  to install: apt-get install -y libomp-dev libstarpu-dev libtbb-dev libopenblas-dev liblapacke-dev gnuplot" >&2
+  echo "  to install, as root: tools/setup.sh --peers" >&2
+  echo "  (apt-get update && apt-get install -y$missing pkg-config)" >&2
 fi
 
 generator=""
 command -v ninja >/dev/null 2>&1 && generator="-G Ninja"
 # shellcheck disable=SC2086
-cmake -S "$root" -B "$build" $generator -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S "$root" -B "$build" $generator -DCMAKE_BUILD_TYPE=Release \
+  -DDEPENGINE_BUILD_TESTS=OFF -DDEPENGINE_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build "$build" --target depengine-peers -j "${JOBS:-2}" >&2
 
 driver=$(find "$build" -name depengine-peers -type f -perm -u+x | head -1)
@@ -55,6 +63,9 @@ status=0
 [ "$status" -eq 2 ] && exit 2
 
 if command -v gnuplot >/dev/null 2>&1 && [ -r "$out/peers.json" ]; then
-  sh "$root/tools/plot/plot_peers.sh" "$out/peers.json" "$out"
+  sh "$root/tools/plot/plot_peers.sh" "$out/peers.json" "$out" || {
+    echo "run_peers.sh: the plots failed" >&2
+    [ "$status" -eq 0 ] && status=1
+  }
 fi
 exit "$status"

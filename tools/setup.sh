@@ -4,10 +4,7 @@
 # Usage: tools/setup.sh [--peers]   (--peers adds the baseline runtimes)
 source "$(dirname "${BASH_SOURCE[0]}")/ci/common.sh"
 
-packages=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
-          libgtest-dev libgmock-dev libbenchmark-dev
-          libopenblas-dev liblapacke-dev graphviz gnuplot nlohmann-json3-dev python3 valgrind
-          spin)
+packages=("${SETUP_PACKAGES[@]}")
 if [[ "${1:-}" == "--peers" ]]; then
   packages+=(libomp-dev libstarpu-dev libtbb-dev)
 fi

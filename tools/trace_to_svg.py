@@ -14,6 +14,8 @@ def text(s):
     return escape(re.sub("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]", "\ufffd", str(s)))
 
 
+if len(sys.argv) != 3:
+    sys.exit("usage: tools/trace_to_svg.py TRACE.json OUT.svg")
 trace = json.load(open(sys.argv[1], encoding="utf-8"))["traceEvents"]
 # A row is a (pid, tid): a trace written by several engines (DEPENGINE_PROFILE)
 # holds one process per engine, each numbering its threads from 0.

@@ -10,12 +10,12 @@
 # Usage: [BUILD=build] bench/experiments/ticket_interleaved.sh [ROUNDS=8] [OUTDIR]
 # (from the repository root, after ninja -C $BUILD depengine-bench
 # depengine-ticket-proto).
-set -eu
+set -euo pipefail
 ROUNDS=${1:-8}
 OUT=${2:-$(mktemp -d /tmp/ticket-interleaved.XXXXXX)}
 BUILD=${BUILD:-build}
-P=./$BUILD/bench/depengine-ticket-proto
-D=./$BUILD/bench/depengine-bench
+P=$BUILD/bench/depengine-ticket-proto
+D=$BUILD/bench/depengine-bench
 mkdir -p "$OUT"
 for r in $(seq 1 "$ROUNDS"); do
   echo "round $r $(date +%T) load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/log.txt"

@@ -20,7 +20,7 @@
 # DEPENGINE=0: skip B, so only depengine-ticket-proto need be built.)
 # (from the repository root, after ninja -C $BUILD depengine-bench
 # depengine-ticket-proto).
-set -eu
+set -euo pipefail
 ROUNDS=${1:-3}
 OUT=${2:-$(mktemp -d /tmp/ticket-w4.XXXXXX)}
 BUILD=${BUILD:-build}

@@ -43,6 +43,12 @@ ensure_packages() {
 # fuzz builds; libclang-rt-14-dev holds the sanitizer and libFuzzer runtimes).
 BASE_PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev)
 
+# What tools/setup.sh installs: every build of the whole tree with its tests
+# (the operator layer's OpenBLAS, the profiler tests' JSON reader, the
+# install test's pkg-config, the SPIN models, the plots, callgrind).
+SETUP_PACKAGES=("${BASE_PACKAGES[@]}" pkg-config libbenchmark-dev libopenblas-dev liblapacke-dev
+                graphviz gnuplot nlohmann-json3-dev python3 valgrind spin)
+
 # configure DIR CMAKE_ARGS...: configures DIR with Ninja (fresh when
 # DEPENGINE_CI_FRESH=1).
 configure() {

@@ -15,7 +15,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$DEPENGINE_ROOT"
 
-ensure_packages "${BASE_PACKAGES[@]}"
+ensure_packages "${SETUP_PACKAGES[@]}"
 
 sanitizers=("$@")
 [[ ${#sanitizers[@]} -eq 0 ]] && sanitizers=(thread address,undefined)

@@ -19,7 +19,7 @@ dir=build-rel-stress
 release_build_dir_on_exit "$dir"
 phase_start "stress: configure + build ($dir)"
 configure "$dir" -DCMAKE_BUILD_TYPE=Release -DDEPENGINE_BUILD_TESTS=OFF \
-  -DDEPENGINE_BUILD_BENCH=OFF -DDEPENGINE_BUILD_EXAMPLES=OFF
+  -DDEPENGINE_BUILD_BENCH=OFF -DDEPENGINE_BUILD_EXAMPLES=OFF -DDEPENGINE_OPS=OFF
 build "$dir" depengine_stress
 phase_end
 

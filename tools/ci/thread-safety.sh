@@ -14,7 +14,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$DEPENGINE_ROOT"
 
-ensure_packages "${BASE_PACKAGES[@]}" clang-tidy
+ensure_packages "${SETUP_PACKAGES[@]}" clang-tidy
 
 phase_start "thread-safety: probe"
 probe_log=$(mktemp)
@@ -52,14 +52,17 @@ tidy_log="$dir/clang-tidy.log"
 # unity file that compiles the hot path's sources together (src/gpu/ only
 # with CUDA). One clang-tidy process per file, JOBS at a time; any finding
 # fails the stage.
+# Anchored to this tree (src/ of the repository, or of the build directory
+# for the unity file): a checkout under some other ".../src/..." path must
+# not pull in tests, bench or tools.
 sed -n 's#^ *"file": "\(.*/src/[^"]*\.\(cc\|cxx\)\)".*#\1#p' "$dir/compile_commands.json" |
-  sort -u >"$dir/tidy-files"
+  grep -F -e "$DEPENGINE_ROOT/src/" -e "$(cd "$dir" && pwd)/src/" | sort -u >"$dir/tidy-files" || true
 if [[ ! -s "$dir/tidy-files" ]]; then
   note_failure "thread-safety: no source of src/ in $dir/compile_commands.json"
   status=1
 elif ! xargs -n 1 -P "$JOBS" clang-tidy --quiet --config-file=.clang-tidy -p "$dir" \
        <"$dir/tidy-files" >"$tidy_log" 2>&1; then
-  grep -E "(error|warning):" "$tidy_log" | sort -u >&2
+  { grep -E "(error|warning):" "$tidy_log" || tail -50 "$tidy_log"; } | sort -u >&2
   note_failure "thread-safety: clang-tidy found problems in src/ (see above)"
   status=1
 fi

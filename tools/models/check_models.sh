@@ -14,7 +14,7 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 if ! command -v spin >/dev/null 2>&1; then
-  echo "check_models.sh: spin is not installed (tools/setup.sh installs it)" >&2
+  echo "check_models.sh: spin is not installed; as root: tools/setup.sh (or apt-get update && apt-get install -y spin)" >&2
   exit 2
 fi
 cc=${CC:-cc}

@@ -11,10 +11,10 @@
 #   PLOT_FORMAT=png writes PNG files instead of SVG.
 set -eu
 
-json=${1:-docs/benchmarks/peers.json}
+json=${1:-$(cd "$(dirname "$0")/../.." && pwd)/docs/benchmarks/peers.json}
 out=${2:-$(dirname "$json")}
 if ! command -v gnuplot >/dev/null 2>&1; then
-  echo "plot_peers.sh: gnuplot not found (apt-get install -y gnuplot)" >&2
+  echo "plot_peers.sh: gnuplot not found (as root: apt-get update && apt-get install -y gnuplot)" >&2
   exit 1
 fi
 [ -r "$json" ] || { echo "plot_peers.sh: cannot read $json" >&2; exit 1; }
