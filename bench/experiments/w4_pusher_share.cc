@@ -28,6 +28,7 @@
 
 #include "depengine/engine.h"
 #include "workloads/workload_spec.h"
+#include "workloads/workloads.h"
 
 using namespace depengine;
 using namespace depengine::bench;
@@ -49,29 +50,6 @@ double ThreadCpu() {
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-struct State {
-  const DagOp* ops;
-  std::uint64_t* values;
-  int spin_us;
-};
-
-void PushAll(Engine& e, const RandomDag& dag, const std::vector<VarHandle>& vars, const State* s) {
-  std::vector<VarHandle> reads(2), writes(1);
-  for (std::size_t i = 0; i < dag.ops.size(); ++i) {
-    const DagOp& op = dag.ops[i];
-    reads[0] = vars[op.read1];
-    reads[1] = vars[op.read2];
-    writes[0] = vars[op.write];
-    e.PushSync(
-        [s, i](RunContext) {
-          const DagOp& o = s->ops[i];
-          SpinFor(s->spin_us);
-          s->values[o.write] = DagMix(s->values[o.write], s->values[o.read1], s->values[o.read2]);
-        },
-        Context::CPU(), reads, writes);
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,7 +68,7 @@ int main(int argc, char** argv) {
   std::vector<VarHandle> vars(dag.vars);
   for (VarHandle& v : vars) v = engine->NewVariable();
   std::vector<std::uint64_t> values(dag.vars);
-  const State state{dag.ops.data(), values.data(), params.spin_us};
+  const RandomDagState state{dag.ops.data(), values.data(), params.spin_us};
   const auto reset = [&] {
     for (std::size_t v = 0; v < dag.vars; ++v) values[v] = DagInitialValue(v);
   };
@@ -102,7 +80,7 @@ int main(int argc, char** argv) {
     reset();
     const double cpu0 = ProcessCpu();
     const auto t0 = Clock::now();
-    PushAll(*engine, dag, vars, &state);
+    PushRandomDag(*engine, dag, vars, &state);
     engine->WaitForAll();
     const double as_run = Since(t0), as_run_cpu = ProcessCpu() - cpu0;
     const bool as_run_ok = values == expected;
@@ -111,7 +89,7 @@ int main(int argc, char** argv) {
     std::atomic<bool> go{false};
     engine->PushSync([&](RunContext) { go.wait(false); }, Context::CPU(), {}, vars);
     const auto tp = Clock::now();
-    PushAll(*engine, dag, vars, &state);
+    PushRandomDag(*engine, dag, vars, &state);
     const double push_phase = Since(tp);
     const double cpu1 = ProcessCpu();
     const auto t1 = Clock::now();

@@ -13,19 +13,8 @@
 #include "workloads/workloads.h"
 
 namespace depengine::bench {
-namespace {
-
-// What W4's functions read and write; each closure holds a pointer to it
-// and its function's index.
-struct DagState {
-  const DagOp* ops;
-  std::uint64_t* values;
-  int spin_us;
-};
-
-// Pushes W4's functions, in order.
-void PushDag(Engine& engine, const RandomDag& dag, const std::vector<VarHandle>& vars,
-             const DagState* s) {
+void PushRandomDag(Engine& engine, const RandomDag& dag, const std::vector<VarHandle>& vars,
+                   const RandomDagState* s) {
   std::vector<VarHandle> reads(2);
   std::vector<VarHandle> writes(1);
   for (std::size_t i = 0; i < dag.ops.size(); ++i) {
@@ -42,6 +31,8 @@ void PushDag(Engine& engine, const RandomDag& dag, const std::vector<VarHandle>&
         Context::CPU(), reads, writes);
   }
 }
+
+namespace {
 
 void CheckValues(const std::vector<std::uint64_t>& values,
                  const std::vector<std::uint64_t>& expected, WorkloadResult& r) {
@@ -66,9 +57,9 @@ WorkloadResult RunRandomDag(Engine& engine, const RandomDag& dag, int spin_us,
   std::vector<std::uint64_t> values = InitialValues(dag);
   std::vector<VarHandle> vars(dag.vars);
   for (VarHandle& v : vars) v = engine.NewVariable();
-  const DagState state{dag.ops.data(), values.data(), spin_us};
-  WorkloadResult r =
-      internal::TimePushes(engine, dag.ops.size(), [&] { PushDag(engine, dag, vars, &state); });
+  const RandomDagState state{dag.ops.data(), values.data(), spin_us};
+  WorkloadResult r = internal::TimePushes(engine, dag.ops.size(),
+                                          [&] { PushRandomDag(engine, dag, vars, &state); });
   CheckValues(values, expected, r);
   internal::DeleteVars(engine, vars, r);
   return r;
@@ -81,7 +72,7 @@ WorkloadResult RunRandomDagPushedAhead(Engine& engine, const RandomDag& dag, int
   std::vector<std::uint64_t> values = InitialValues(dag);
   std::vector<VarHandle> vars(dag.vars);
   for (VarHandle& v : vars) v = engine.NewVariable();
-  const DagState state{dag.ops.data(), values.data(), spin_us};
+  const RandomDagState state{dag.ops.data(), values.data(), spin_us};
 
   // The hold: an async function that writes every var and finishes only
   // when this thread calls the callback it left behind. It starts at once
@@ -107,7 +98,7 @@ WorkloadResult RunRandomDagPushedAhead(Engine& engine, const RandomDag& dag, int
     started.wait(lock, [&] { return release.has_value(); });
   }
   try {
-    PushDag(engine, dag, vars, &state);
+    PushRandomDag(engine, dag, vars, &state);
   } catch (...) {
     internal::Fail(r, internal::CurrentExceptionMessage());
   }

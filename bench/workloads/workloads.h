@@ -66,6 +66,20 @@ WorkloadResult RunRandomDag(Engine& engine, const RandomDagParams& params);
 WorkloadResult RunRandomDag(Engine& engine, const RandomDag& dag, int spin_us,
                             const std::vector<std::uint64_t>& expected);
 
+// What W4's functions read and write: each closure holds a pointer to it
+// and its function's index, so it must outlive the functions.
+struct RandomDagState {
+  const DagOp* ops;
+  std::uint64_t* values;  // one per var
+  int spin_us;
+};
+
+// Pushes W4's functions on `vars` (one per var of `dag`), in order; for
+// runners that time the pushes their own way (RunRandomDag and
+// RunRandomDagPushedAhead below, bench/experiments/w4_pusher_share.cc).
+void PushRandomDag(Engine& engine, const RandomDag& dag, const std::vector<VarHandle>& vars,
+                   const RandomDagState* state);
+
 // W4 with every function pushed before the clock starts: an async function
 // that writes every var holds them while all of `dag` is pushed, and the
 // timed region runs from its release to WaitForAll's return. What it
