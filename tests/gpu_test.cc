@@ -2,6 +2,8 @@
 // copy pools with one stream per worker, handed to functions in
 // RunContext.stream. The real-GPU tests skip where no GPU is present; the
 // simulated-GPU tests run everywhere.
+#include "depengine/gpu.h"
+
 #include <map>
 #include <mutex>
 #include <set>
@@ -99,6 +101,23 @@ TEST(GpuTest, SimulatedGpusGetNoStream) {
   e->WaitForAll();
   EXPECT_EQ(normal, nullptr);
   EXPECT_EQ(copy, nullptr);
+}
+
+TEST(GpuTest, CompleteWhenStreamDoneWithNoStreamFinishesTheFunctionAtOnce) {
+  // CPU functions, and GPU ones on simulated GPUs, have no stream.
+  EngineOptions o;
+  o.kind = EngineKind::kPerDevice;
+  o.simulated_gpus = 1;
+  auto e = CreateEngine(o);
+  VarHandle v = e->NewVariable();
+  int runs = 0;
+  for (Context ctx : {Context::CPU(), Context::GPU(0)}) {
+    e->PushAsync([](RunContext r, CallbackOnComplete done) { CompleteWhenStreamDone(r, done); },
+                 ctx, {}, {v});
+    e->PushSync([&](RunContext) { ++runs; }, Context::CPU(), {v}, {});
+  }
+  e->WaitForAll();
+  EXPECT_EQ(runs, 2);
 }
 
 TEST(GpuTest, ManySimulatedGpusAreRejectedOrEachGetsItsOwnPools) {

@@ -43,8 +43,12 @@ struct Context {
 };
 
 // What a running function learns from the engine: its context, and the
-// device stream of the worker that runs it (a cudaStream_t on a GPU worker,
-// nullptr on CPU).
+// stream of the thread that runs it on the function's device (a
+// cudaStream_t on a real GPU, on every engine kind; nullptr on CPU and on
+// simulated GPUs). The engine waits for the stream after a sync function
+// returns, so the work it queued there is done before its successors start;
+// an async function finishes with depengine::CompleteWhenStreamDone
+// (depengine/gpu.h).
 struct RunContext {
   Context ctx;
   void* stream = nullptr;

@@ -1,7 +1,7 @@
 // ThreadedEnginePerDevice: worker pools per device, kept in one table keyed
 // by (pool kind, device id); a CPU priority pool shared by all CPU devices;
-// copy workers per GPU. Each GPU worker owns a stream, handed to its
-// functions in RunContext::stream. CPU(0)'s normal pool starts with the
+// copy workers per GPU. Each GPU worker owns a stream on its device, handed
+// to its functions in RunContext::stream (gpu::ThreadStream). CPU(0)'s normal pool starts with the
 // engine, every other pool at the first push that needs it.
 #include <array>
 #include <atomic>
@@ -9,7 +9,6 @@
 #include <string>
 
 #include "engine/engines.h"
-#include "gpu/device.h"
 
 namespace depengine::internal {
 namespace {
@@ -80,9 +79,9 @@ class PerDeviceEngine final : public ThreadedEngine {
     p = priority_.load(std::memory_order_relaxed);
     if (p == nullptr) {
       const int n = options().cpu_priority_threads > 0 ? options().cpu_priority_threads : 2;
-      owned_.push_back(std::make_unique<WorkerPool>(
-          "cpu/priority", n, WorkerSpin(),
-          [this](WorkerPool& pool, int i) { WorkerLoop(pool, i, nullptr); }));
+      owned_.push_back(
+          std::make_unique<WorkerPool>("cpu/priority", n, WorkerSpin(),
+                                       [this](WorkerPool& pool, int i) { WorkerLoop(pool, i); }));
       p = owned_.back().get();
       priority_.store(p, std::memory_order_release);
     }
@@ -110,13 +109,9 @@ class PerDeviceEngine final : public ThreadedEngine {
         threads = o.gpu_copy_threads > 0 ? o.gpu_copy_threads : 1;
         break;
     }
-    const bool real_gpu = kind != kCpuNormal && o.simulated_gpus == 0;
+    // A GPU worker's stream is made on its first function (gpu::ThreadStream).
     owned_.push_back(std::make_unique<WorkerPool>(
-        name, threads, WorkerSpin(), [this, real_gpu, dev_id](WorkerPool& pool, int i) {
-          void* stream = real_gpu ? gpu::CreateStream(dev_id) : nullptr;
-          WorkerLoop(pool, i, stream);
-          gpu::DestroyStream(stream);
-        }));
+        name, threads, WorkerSpin(), [this](WorkerPool& pool, int i) { WorkerLoop(pool, i); }));
     p = owned_.back().get();
     table_[kind][dev_id].store(p, std::memory_order_release);
     return p;

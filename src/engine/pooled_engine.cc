@@ -16,10 +16,10 @@ class PooledEngine final : public ThreadedEngine {
         normal_(std::make_unique<WorkerPool>(
             "pooled/normal",
             options.cpu_worker_threads > 0 ? options.cpu_worker_threads : DefaultCpuWorkers(),
-            WorkerSpin(), [this](WorkerPool& pool, int i) { WorkerLoop(pool, i, nullptr); })),
+            WorkerSpin(), [this](WorkerPool& pool, int i) { WorkerLoop(pool, i); })),
         copy_(std::make_unique<WorkerPool>(
             "pooled/copy", options.gpu_copy_threads > 0 ? options.gpu_copy_threads : 1,
-            WorkerSpin(), [this](WorkerPool& pool, int i) { WorkerLoop(pool, i, nullptr); })) {}
+            WorkerSpin(), [this](WorkerPool& pool, int i) { WorkerLoop(pool, i); })) {}
 
   IdleCounts WorkerIdleCountsForTesting() override {
     IdleCounts c;

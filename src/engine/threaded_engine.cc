@@ -22,6 +22,7 @@
 #include "engine/engine_handle.h"
 #include "engine/internal_hooks.h"
 #include "engine/threaded_engine_impl.h"
+#include "gpu/device.h"
 #include "tracker/var_list_sort.h"
 
 namespace depengine::internal {
@@ -691,12 +692,12 @@ void ThreadedEngine::RunInline(OprBlock* b) {
   }
   InlineFrame frame{this, static_cast<InlineFrame*>(tls_inline_top)};
   tls_inline_top = &frame;
-  Execute(b, nullptr);
+  Execute(b);
   while (frame.head != nullptr) {
     OprBlock* next = frame.head;
     frame.head = next->queue_next;
     if (frame.head == nullptr) frame.tail = nullptr;
-    Execute(next, nullptr);
+    Execute(next);
   }
   tls_inline_top = frame.prev;
 }
@@ -718,7 +719,7 @@ void ThreadedEngine::DispatchToPool(OprBlock* b, WorkerPool* pool) {
   pool->queue().Push(b);
 }
 
-void ThreadedEngine::WorkerLoop(WorkerPool& pool, int index, void* stream) {
+void ThreadedEngine::WorkerLoop(WorkerPool& pool, int index) {
   profiler_->NameThisThread(pool.name() + "/" + std::to_string(index));
   WorkerTls tls(this, &pool);
   tls_worker_raw = &tls;
@@ -750,7 +751,7 @@ void ThreadedEngine::WorkerLoop(WorkerPool& pool, int index, void* stream) {
   while (OprBlock* b = pool.queue().Pop(flush_all)) {
     for (OprBlock* next = b; next != nullptr;) {
       flush(next->pending_slot ^ 1);
-      Execute(next, stream);
+      Execute(next);
       next = tls.continuation;
       tls.continuation = nullptr;
     }
@@ -768,10 +769,10 @@ void ThreadedEngine::TellWatchdogStarted(const OprBlock& b) {
   watchdog_->Started(&b, b.name, std::move(reads), std::move(writes));
 }
 
-void ThreadedEngine::Execute(OprBlock* b, void* stream) {
+void ThreadedEngine::Execute(OprBlock* b) {
   RunningScope scope(this);
   ContinuationGate gate(scope.nested());
-  const RunContext rctx{b->ctx, stream};
+  RunContext rctx{b->ctx, nullptr};  // a GPU function's stream is set below
   if (b->profile != nullptr) {
     auto* w = static_cast<WorkerTls*>(tls_worker_raw);
     // Came from the worker's pool, unless kAsync: that runs inline on the
@@ -799,11 +800,18 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
     b->finish_refs.store(1, std::memory_order_relaxed);
     std::exception_ptr error;
     try {
+      if (b->ctx.dev_type == DeviceType::kGPU && real_gpus_) [[unlikely]] {
+        rctx.stream = gpu::ThreadStream(b->ctx.dev_id);
+      }
       (*sync)(rctx);
     } catch (...) {
       error = std::current_exception();
       if (b->profile != nullptr) b->profile->failed = true;
     }
+    // A sync function is done when its GPU work is: what it queued on its
+    // stream finishes before any successor (on another stream) starts.
+    if (rctx.stream != nullptr) [[unlikely]]
+      WaitForGpuStream(b, rctx.stream, error);
     FailurePtr failure = error ? RecordFailure(error) : nullptr;
     gate.Completing([&] { Complete(b, failure); });
     return;
@@ -820,6 +828,9 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
   InlineCompletion* const outer = tls_inline_completion;
   tls_inline_completion = &inline_completion;
   try {
+    if (b->ctx.dev_type == DeviceType::kGPU && real_gpus_) [[unlikely]] {
+      rctx.stream = gpu::ThreadStream(b->ctx.dev_id);
+    }
     async(rctx, MakeCallback(&ThreadedEngine::CompleteCallback, b, ticket));
   } catch (...) {
     tls_inline_completion = outer;
@@ -852,6 +863,16 @@ void ThreadedEngine::Execute(OprBlock* b, void* stream) {
     return;
   }
   ReleaseExecution(b);
+}
+
+void ThreadedEngine::WaitForGpuStream(OprBlock* b, void* stream, std::exception_ptr& error) {
+  const std::string cuda_error = gpu::SynchronizeStream(stream);
+  if (cuda_error.empty() || error) return;  // the body's own exception goes first
+  error = std::make_exception_ptr(
+      std::runtime_error("function '" + std::string(b->name != nullptr ? b->name : "(unnamed)") +
+                         "' on gpu(" + std::to_string(b->ctx.dev_id) +
+                         "): its stream reported an error after it returned: " + cuda_error));
+  if (b->profile != nullptr) b->profile->failed = true;
 }
 
 // Static, and reached without the engine's vtable: a stale callback may be

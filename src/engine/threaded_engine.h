@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <span>
 #include <string>
@@ -83,8 +84,8 @@ class ThreadedEngine : public Engine {
   // Queues `b` on `pool`, or keeps it as the calling worker's next block when
   // that worker serves `pool` and nothing of higher priority waits there.
   void DispatchToPool(OprBlock* b, WorkerPool* pool);
-  // The loop of every worker thread: `stream` is its device stream.
-  void WorkerLoop(WorkerPool& pool, int index, void* stream);
+  // The loop of every worker thread.
+  void WorkerLoop(WorkerPool& pool, int index);
 
   // Waits until every pushed function has finished, including those pushed
   // meanwhile by running functions. Engine kinds call it first in their
@@ -179,7 +180,14 @@ class ThreadedEngine : public Engine {
   bool TryEnqueueOneVar(OprBlock* b, const char* call);
   // Enqueue's fast path for a function with one var; false: not taken.
   bool PushSingle(OprBlock* b, const char* call);
-  void Execute(OprBlock* b, void* stream);
+  // Runs b's function (or skips it, when a var it uses failed). A function
+  // on a real GPU gets the running thread's stream on its device
+  // (gpu::ThreadStream), whatever the engine kind.
+  void Execute(OprBlock* b);
+  // After a sync GPU function: waits for its stream, and turns a CUDA error
+  // found there into the function's failure (unless its body threw first).
+  [[gnu::cold, gnu::noinline]] void WaitForGpuStream(OprBlock* b, void* stream,
+                                                     std::exception_ptr& error);
   // Execute's report to the watchdog (when one runs): the block and its
   // vars. Out of line, off the path of an engine without one.
   [[gnu::cold, gnu::noinline]] void TellWatchdogStarted(const OprBlock& b);
@@ -287,6 +295,9 @@ class ThreadedEngine : public Engine {
   // drains nor joins them (see Drain and WorkerPool).
   const pid_t creator_pid_;
   const int gpu_count_;  // simulated, or present when built with CUDA
+  // GPU contexts run on real devices (not simulated): their functions get
+  // streams.
+  const bool real_gpus_;
 
   // --- WaitForAll accounting ---
   // Pushes count in pending_[generation_ & 1]; WaitForAll (and Drain) bump

@@ -54,6 +54,7 @@ ThreadedEngine::ThreadedEngine(const EngineOptions& options)
     : options_(options),
       creator_pid_(getpid()),
       gpu_count_(options.simulated_gpus > 0 ? options.simulated_gpus : gpu::DeviceCount()),
+      real_gpus_(options.simulated_gpus == 0 && gpu_count_ > 0),
       in_flight_(options.max_in_flight),
       profiler_(std::make_unique<Profiler>()),
       watchdog_(options.watchdog_seconds > 0
