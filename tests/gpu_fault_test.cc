@@ -13,8 +13,7 @@
 namespace depengine::test {
 namespace {
 
-// PTX for `void store_seven(unsigned* p) { *p = 7; }`, JIT-compiled by the
-// driver for whatever GPU is present (no nvcc needed to build the tests).
+// PTX for `void store_seven(unsigned* p) { *p = 7; }`.
 constexpr char kStorePtx[] = R"(
 .version 7.0
 .target sm_50
@@ -32,18 +31,8 @@ constexpr char kStorePtx[] = R"(
 
 // Queues store_seven(p) on `stream`.
 void LaunchStoreSeven(cudaStream_t stream, unsigned* p) {
-  static const cudaKernel_t kernel = [] {
-    cudaLibrary_t library = nullptr;
-    CudaCheck(cudaLibraryLoadData(&library, kStorePtx, nullptr, nullptr, 0, nullptr, nullptr, 0),
-              "cudaLibraryLoadData");
-    cudaKernel_t k = nullptr;
-    CudaCheck(cudaLibraryGetKernel(&k, library, "store_seven"), "cudaLibraryGetKernel");
-    return k;
-  }();
-  void* args[] = {&p};
-  CudaCheck(
-      cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(1), dim3(1), args, 0, stream),
-      "cudaLaunchKernel");
+  static const cudaKernel_t kernel = LoadPtxKernel(kStorePtx, "store_seven");
+  LaunchOneThread(kernel, stream, p);
 }
 
 class GpuFaultTest : public RealGpuTest {};
@@ -97,7 +86,7 @@ TEST_P(GpuFaultTest, AFaultReachesAnAsyncFunctionFinishedWhenItsStreamIsDone) {
   engine().PushAsync(
       [](RunContext r, CallbackOnComplete done) {
         LaunchStoreSeven(static_cast<cudaStream_t>(r.stream), reinterpret_cast<unsigned*>(8));
-        CompleteWhenStreamDone(r, std::move(done));
+        CompleteWhenStreamDone(r, done);
       },
       Context::GPU(0), {}, {v});
   const std::string message = MessageOf<std::runtime_error>([&] { engine().WaitForVar(v); });

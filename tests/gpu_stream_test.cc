@@ -128,7 +128,7 @@ TEST_P(GpuStreamTest, AnAsyncGpuFunctionFinishedWhenItsStreamIsDoneLetsItsSucces
     engine().PushAsync(
         [&, round](RunContext r, CallbackOnComplete done) {
           CudaCheck(cudaMemsetAsync(buf.device(), round, kBytes, StreamOf(r)), "cudaMemsetAsync");
-          CompleteWhenStreamDone(r, std::move(done));
+          CompleteWhenStreamDone(r, done);
         },
         Context::GPU(0), {}, {on_device});
     engine().PushAsync(
@@ -136,7 +136,7 @@ TEST_P(GpuStreamTest, AnAsyncGpuFunctionFinishedWhenItsStreamIsDoneLetsItsSucces
           CudaCheck(cudaMemcpyAsync(buf.host(), buf.device(), kBytes, cudaMemcpyDeviceToHost,
                                     StreamOf(r)),
                     "cudaMemcpyAsync");
-          CompleteWhenStreamDone(r, std::move(done));
+          CompleteWhenStreamDone(r, done);
         },
         // kAsync: runs on the thread that finished the fill.
         Context::GPU(0), {on_device}, {on_host},
@@ -178,6 +178,75 @@ TEST_P(GpuStreamTest, ACudaErrorReturnedInsideAGpuFunctionFailsItsVarsAndTheEngi
   engine().WaitForVar(v);
   EXPECT_EQ(buf.HostMismatches(3), 0);
   engine().DeleteVariable([](RunContext) {}, Context::CPU(), v);
+  engine().WaitForAll();
+}
+
+// PTX for `void wait_for_flag(volatile unsigned* flag) { while (*flag == 0) {} }`.
+constexpr char kWaitPtx[] = R"(
+.version 7.0
+.target sm_50
+.address_size 64
+.visible .entry wait_for_flag(.param .u64 flag)
+{
+  .reg .b32 %r<2>;
+  .reg .b64 %rd<2>;
+  .reg .pred %p<2>;
+  ld.param.u64 %rd1, [flag];
+SPIN:
+  ld.volatile.global.u32 %r1, [%rd1];
+  setp.eq.u32 %p1, %r1, 0;
+  @%p1 bra SPIN;
+  ret;
+}
+)";
+
+TEST_P(GpuStreamTest, AnAsyncGpuFunctionFinishesWhileAnEarlierOneOnAnotherStreamStillRuns) {
+  // A's kernel spins until the CPU function after B sets a flag, so B must
+  // finish, and C run, while A's kernel still runs: the completion of async
+  // GPU functions follows their own streams, not the order they started in.
+  // B is a copy (kCopyToGPU): on another thread than A, so on another stream.
+  if (kind() == EngineKind::kNaive) {
+    GTEST_SKIP() << "the naive engine runs every function on one thread, one stream";
+  }
+  static const cudaKernel_t wait_for_flag = LoadPtxKernel(kWaitPtx, "wait_for_flag");
+  void* flag_raw = nullptr;
+  CudaCheck(cudaHostAlloc(&flag_raw, sizeof(unsigned), cudaHostAllocMapped), "cudaHostAlloc");
+  auto* flag = static_cast<volatile unsigned*>(flag_raw);
+  *flag = 0;
+  Buffers buf;
+  VarHandle a = engine().NewVariable();
+  VarHandle b = engine().NewVariable();
+  std::atomic<bool> a_done_before_c{false};
+  std::atomic<bool> a_done{false};
+  engine().PushAsync(
+      [&](RunContext r, CallbackOnComplete done) {
+        LaunchOneThread(wait_for_flag, StreamOf(r), flag_raw);
+        CompleteWhenStreamDone(r, done);
+      },
+      Context::GPU(0), {}, {a});
+  engine().PushSync([&](RunContext) { a_done = true; }, Context::CPU(), {a}, {});
+  engine().PushAsync(
+      [&](RunContext r, CallbackOnComplete done) {
+        CudaCheck(cudaMemsetAsync(buf.device(), 1, kBytes, StreamOf(r)), "cudaMemsetAsync");
+        CompleteWhenStreamDone(r, done);
+      },
+      Context::GPU(0), {}, {b}, FnProperty::kCopyToGPU);
+  Event c_ran;
+  engine().PushSync(
+      [&](RunContext) {
+        a_done_before_c = a_done.load();
+        c_ran.Notify();
+      },
+      Context::CPU(), {b}, {});
+  const bool c_ran_with_a_running = c_ran.WaitFor();
+  *flag = 1;  // lets A's kernel end, also when C did not run: no hang
+  engine().WaitForAll();
+  EXPECT_TRUE(c_ran_with_a_running) << "B finished only after A (or never)";
+  EXPECT_FALSE(a_done_before_c.load()) << "A finished before C";
+  EXPECT_TRUE(a_done.load());
+  cudaFreeHost(flag_raw);
+  engine().DeleteVariable([](RunContext) {}, Context::CPU(), a);
+  engine().DeleteVariable([](RunContext) {}, Context::CPU(), b);
   engine().WaitForAll();
 }
 

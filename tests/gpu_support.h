@@ -17,6 +17,25 @@ inline void CudaCheck(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
+// Loads kernel `name` from PTX text, JIT-compiled by the driver for whatever
+// GPU is present (no nvcc needed to build the tests).
+inline cudaKernel_t LoadPtxKernel(const char* ptx, const char* name) {
+  cudaLibrary_t library = nullptr;
+  CudaCheck(cudaLibraryLoadData(&library, ptx, nullptr, nullptr, 0, nullptr, nullptr, 0),
+            "cudaLibraryLoadData");
+  cudaKernel_t kernel = nullptr;
+  CudaCheck(cudaLibraryGetKernel(&kernel, library, name), "cudaLibraryGetKernel");
+  return kernel;
+}
+
+// Queues `kernel(arg)` on `stream`, one block of one thread.
+inline void LaunchOneThread(cudaKernel_t kernel, cudaStream_t stream, void* arg) {
+  void* args[] = {&arg};
+  CudaCheck(
+      cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(1), dim3(1), args, 0, stream),
+      "cudaLaunchKernel");
+}
+
 // Every engine kind on a real GPU(0); each test skips where none is usable.
 class RealGpuTest : public EngineTest {
  protected:

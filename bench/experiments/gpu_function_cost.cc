@@ -21,7 +21,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <utility>
 #include <vector>
 
 #include "depengine/engine.h"
@@ -62,7 +61,7 @@ double ChainNsPerFunction(depengine::EngineKind kind, depengine::Context ctx, bo
       if (async) {
         engine->PushAsync(
             [](depengine::RunContext r, depengine::CallbackOnComplete done) {
-              depengine::CompleteWhenStreamDone(r, std::move(done));
+              depengine::CompleteWhenStreamDone(r, done);
             },
             ctx, {}, {v});
       } else {
