@@ -5,30 +5,20 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <string>
+
+#include "program_outcome.h"
 
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Outcome {
-  int status = -1;  // as waitpid reports timeout(1)'s
-  std::string output;
-};
+using Outcome = depengine::test::ProgramOutcome;
 
-// Runs exit_scenarios with `args` (stderr into the output), killed after 60 s.
+// Runs exit_scenarios with `args`, killed after 60 s.
 Outcome RunScenario(const std::string& env, const std::string& args) {
-  const std::string cmd =
-      env + " timeout 60 " + std::string(DEPENGINE_EXIT_SCENARIOS) + " " + args + " 2>&1";
-  Outcome out;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return out;
-  std::array<char, 512> buf;
-  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) out.output += buf.data();
-  out.status = pclose(pipe);
-  return out;
+  return depengine::test::RunProgram(env + " timeout 60 " + std::string(DEPENGINE_EXIT_SCENARIOS) +
+                                     " " + args);
 }
 
 // The naive engine runs a function at push, never at exit: threaded kinds only.

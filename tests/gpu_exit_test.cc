@@ -7,27 +7,19 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <string>
+
+#include "program_outcome.h"
 
 namespace {
 
-struct Outcome {
-  int status = -1;  // as pclose reports timeout(1)'s
-  std::string output;
-};
+using Outcome = depengine::test::ProgramOutcome;
 
+// Runs gpu_exit_scenarios `scenario` on the engine kind `engine_type`,
+// killed after 60 s.
 Outcome RunScenario(const std::string& engine_type, const std::string& scenario) {
-  const std::string cmd = "DEPENGINE_ENGINE_TYPE=" + engine_type + " timeout 60 " +
-                          std::string(DEPENGINE_GPU_EXIT_SCENARIOS) + " " + scenario + " 2>&1";
-  Outcome out;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return out;
-  std::array<char, 512> buf;
-  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) out.output += buf.data();
-  out.status = pclose(pipe);
-  return out;
+  return depengine::test::RunProgram("DEPENGINE_ENGINE_TYPE=" + engine_type + " timeout 60 " +
+                                     std::string(DEPENGINE_GPU_EXIT_SCENARIOS) + " " + scenario);
 }
 
 bool GpuPresent() {

@@ -15,9 +15,6 @@ namespace {
 
 // PTX for `void store_seven(unsigned* p) { *p = 7; }`.
 constexpr char kStorePtx[] = R"(
-.version 7.0
-.target sm_50
-.address_size 64
 .visible .entry store_seven(.param .u64 p)
 {
   .reg .b32 %r<2>;

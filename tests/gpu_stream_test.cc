@@ -48,6 +48,56 @@ class Buffers {
 
 cudaStream_t StreamOf(const RunContext& r) { return static_cast<cudaStream_t>(r.stream); }
 
+// Rounds of: fill the device buffer with the round's number, copy it to the
+// host, check the host buffer on a CPU worker. A test pushes the fill and
+// the copy its way (sync or async), then PushCheck; none waits for its own
+// stream, so a check sees the round's bytes only if the engine made each
+// step wait for the last one's GPU work.
+class FillCopyCheck {
+ public:
+  static constexpr int kRounds = 12;
+
+  explicit FillCopyCheck(Engine& e)
+      : engine_(e), on_device_(e.NewVariable()), on_host_(e.NewVariable()) {}
+
+  VarHandle on_device() const { return on_device_; }
+  VarHandle on_host() const { return on_host_; }
+
+  void Fill(int round, const RunContext& r) {
+    CudaCheck(cudaMemsetAsync(buf_.device(), round, kBytes, StreamOf(r)), "cudaMemsetAsync");
+  }
+  void CopyToHost(const RunContext& r) {
+    CudaCheck(
+        cudaMemcpyAsync(buf_.host(), buf_.device(), kBytes, cudaMemcpyDeviceToHost, StreamOf(r)),
+        "cudaMemcpyAsync");
+  }
+  void PushCheck(int round) {
+    engine_.PushSync(
+        [this, round](RunContext) {
+          stale_ += buf_.HostMismatches(round);
+          ++checked_;
+        },
+        Context::CPU(), {on_host_}, {});
+  }
+  // Waits for every round, checks them, and deletes the vars.
+  void Finish() {
+    engine_.WaitForAll();
+    EXPECT_EQ(checked_.load(), kRounds);
+    EXPECT_EQ(stale_.load(), 0) << "a successor saw GPU work of its predecessor unfinished";
+    engine_.DeleteVariable([](RunContext) {}, Context::CPU(), on_device_);
+    engine_.DeleteVariable([](RunContext) {}, Context::CPU(), on_host_);
+    engine_.WaitForAll();
+  }
+
+ private:
+  Engine& engine_;
+  Buffers buf_;
+  VarHandle on_device_;
+  VarHandle on_host_;
+  std::atomic<int> stale_{0};    // sampled bytes of the wrong round, over all checks
+  std::atomic<int> checked_{0};  // checks run
+};
+
 class GpuStreamTest : public RealGpuTest {};
 
 TEST_P(GpuStreamTest, GpuFunctionsGetAStreamOnTheirDeviceAndCpuFunctionsNone) {
@@ -79,81 +129,41 @@ TEST_P(GpuStreamTest, GpuFunctionsGetAStreamOnTheirDeviceAndCpuFunctionsNone) {
 }
 
 TEST_P(GpuStreamTest, WhatASyncFunctionQueuesOnItsStreamIsDoneBeforeItsSuccessorsStart) {
-  // Each round fills the device buffer (a GPU worker), copies it to the host
-  // (a copy worker, another stream) and checks the copy on a CPU worker.
-  // Neither GPU function waits for its own stream: the engine must.
-  Buffers buf;
-  VarHandle on_device = engine().NewVariable();
-  VarHandle on_host = engine().NewVariable();
-  std::atomic<int> stale{0}, checked{0};
-  constexpr int kRounds = 12;
-  for (int round = 1; round <= kRounds; ++round) {
-    engine().PushSync(
-        [&, round](RunContext r) {
-          CudaCheck(cudaMemsetAsync(buf.device(), round, kBytes, StreamOf(r)), "cudaMemsetAsync");
-        },
-        Context::GPU(0), {}, {on_device}, FnProperty::kNormal, 0, "fill");
-    engine().PushSync(
-        [&](RunContext r) {
-          CudaCheck(cudaMemcpyAsync(buf.host(), buf.device(), kBytes, cudaMemcpyDeviceToHost,
-                                    StreamOf(r)),
-                    "cudaMemcpyAsync");
-        },
-        Context::GPU(0), {on_device}, {on_host}, FnProperty::kCopyFromGPU, 0, "copy to host");
-    engine().PushSync(
-        [&, round](RunContext) {
-          stale += buf.HostMismatches(round);
-          ++checked;
-        },
-        Context::CPU(), {on_host}, {});
+  // The fill on a GPU worker, the copy on a copy worker (another stream).
+  FillCopyCheck run(engine());
+  for (int round = 1; round <= FillCopyCheck::kRounds; ++round) {
+    engine().PushSync([&, round](RunContext r) { run.Fill(round, r); }, Context::GPU(0), {},
+                      {run.on_device()}, FnProperty::kNormal, 0, "fill");
+    engine().PushSync([&](RunContext r) { run.CopyToHost(r); }, Context::GPU(0), {run.on_device()},
+                      {run.on_host()}, FnProperty::kCopyFromGPU, 0, "copy to host");
+    run.PushCheck(round);
   }
-  engine().WaitForAll();
-  EXPECT_EQ(checked.load(), kRounds);
-  EXPECT_EQ(stale.load(), 0) << "a successor saw GPU work of its predecessor unfinished";
-  engine().DeleteVariable([](RunContext) {}, Context::CPU(), on_device);
-  engine().DeleteVariable([](RunContext) {}, Context::CPU(), on_host);
-  engine().WaitForAll();
+  run.Finish();
 }
 
 // On the naive engine (and for kAsync successors on any engine) a successor
 // runs on the thread that calls the callback; CUDA's callback thread would
 // refuse its CUDA calls.
 TEST_P(GpuStreamTest, AnAsyncGpuFunctionFinishedWhenItsStreamIsDoneLetsItsSuccessorsUseCuda) {
-  Buffers buf;
-  VarHandle on_device = engine().NewVariable();
-  VarHandle on_host = engine().NewVariable();
-  std::atomic<int> stale{0}, checked{0};
-  constexpr int kRounds = 12;
-  for (int round = 1; round <= kRounds; ++round) {
+  FillCopyCheck run(engine());
+  for (int round = 1; round <= FillCopyCheck::kRounds; ++round) {
     engine().PushAsync(
         [&, round](RunContext r, CallbackOnComplete done) {
-          CudaCheck(cudaMemsetAsync(buf.device(), round, kBytes, StreamOf(r)), "cudaMemsetAsync");
+          run.Fill(round, r);
           CompleteWhenStreamDone(r, done);
         },
-        Context::GPU(0), {}, {on_device});
+        Context::GPU(0), {}, {run.on_device()});
     engine().PushAsync(
         [&](RunContext r, CallbackOnComplete done) {
-          CudaCheck(cudaMemcpyAsync(buf.host(), buf.device(), kBytes, cudaMemcpyDeviceToHost,
-                                    StreamOf(r)),
-                    "cudaMemcpyAsync");
+          run.CopyToHost(r);
           CompleteWhenStreamDone(r, done);
         },
         // kAsync: runs on the thread that finished the fill.
-        Context::GPU(0), {on_device}, {on_host},
+        Context::GPU(0), {run.on_device()}, {run.on_host()},
         round % 2 == 0 ? FnProperty::kCopyFromGPU : FnProperty::kAsync);
-    engine().PushSync(
-        [&, round](RunContext) {
-          stale += buf.HostMismatches(round);
-          ++checked;
-        },
-        Context::CPU(), {on_host}, {});
+    run.PushCheck(round);
   }
-  engine().WaitForAll();
-  EXPECT_EQ(checked.load(), kRounds);
-  EXPECT_EQ(stale.load(), 0) << "a successor saw GPU work of its predecessor unfinished";
-  engine().DeleteVariable([](RunContext) {}, Context::CPU(), on_device);
-  engine().DeleteVariable([](RunContext) {}, Context::CPU(), on_host);
-  engine().WaitForAll();
+  run.Finish();
 }
 
 TEST_P(GpuStreamTest, ACudaErrorReturnedInsideAGpuFunctionFailsItsVarsAndTheEngineGoesOn) {
@@ -183,9 +193,6 @@ TEST_P(GpuStreamTest, ACudaErrorReturnedInsideAGpuFunctionFailsItsVarsAndTheEngi
 
 // PTX for `void wait_for_flag(volatile unsigned* flag) { while (*flag == 0) {} }`.
 constexpr char kWaitPtx[] = R"(
-.version 7.0
-.target sm_50
-.address_size 64
 .visible .entry wait_for_flag(.param .u64 flag)
 {
   .reg .b32 %r<2>;

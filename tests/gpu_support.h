@@ -17,11 +17,13 @@ inline void CudaCheck(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
-// Loads kernel `name` from PTX text, JIT-compiled by the driver for whatever
-// GPU is present (no nvcc needed to build the tests).
-inline cudaKernel_t LoadPtxKernel(const char* ptx, const char* name) {
+// Loads kernel `name` from the PTX text of its entry (".visible .entry
+// name(...) {...}"), JIT-compiled by the driver for whatever GPU is present
+// (no nvcc needed to build the tests).
+inline cudaKernel_t LoadPtxKernel(const char* entry, const char* name) {
+  const std::string ptx = std::string(".version 7.0\n.target sm_50\n.address_size 64\n") + entry;
   cudaLibrary_t library = nullptr;
-  CudaCheck(cudaLibraryLoadData(&library, ptx, nullptr, nullptr, 0, nullptr, nullptr, 0),
+  CudaCheck(cudaLibraryLoadData(&library, ptx.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0),
             "cudaLibraryLoadData");
   cudaKernel_t kernel = nullptr;
   CudaCheck(cudaLibraryGetKernel(&kernel, library, name), "cudaLibraryGetKernel");
