@@ -334,6 +334,12 @@ MUTATIONS = {
         "if (true || e.reported) continue;",
         "the watchdog never reports a function running past its limit",
     ),
+    "completer_sleep_ignores_signal": (
+        "src/gpu/completer.cc",
+        "return !added_.empty() || signaled_ || stop_;",
+        "return !added_.empty() || stop_;",
+        "the completer of async GPU functions sleeps through a stream callback's wake-up",
+    ),
 }
 
 
