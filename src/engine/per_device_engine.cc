@@ -1,8 +1,9 @@
 // ThreadedEnginePerDevice: worker pools per device, kept in one table keyed
 // by (pool kind, device id); a CPU priority pool shared by all CPU devices;
 // copy workers per GPU. Each GPU worker owns a stream on its device, handed
-// to its functions in RunContext::stream (gpu::ThreadStream). CPU(0)'s normal pool starts with the
-// engine, every other pool at the first push that needs it.
+// to its functions in RunContext::stream (gpu::ThreadStream). CPU(0)'s
+// normal pool starts with the engine, every other pool at the first push
+// that needs it.
 #include <array>
 #include <atomic>
 #include <memory>

@@ -800,9 +800,7 @@ void ThreadedEngine::Execute(OprBlock* b) {
     b->finish_refs.store(1, std::memory_order_relaxed);
     std::exception_ptr error;
     try {
-      if (b->ctx.dev_type == DeviceType::kGPU && real_gpus_) [[unlikely]] {
-        rctx.stream = gpu::ThreadStream(b->ctx.dev_id);
-      }
+      rctx.stream = StreamFor(*b);
       (*sync)(rctx);
     } catch (...) {
       error = std::current_exception();
@@ -828,9 +826,7 @@ void ThreadedEngine::Execute(OprBlock* b) {
   InlineCompletion* const outer = tls_inline_completion;
   tls_inline_completion = &inline_completion;
   try {
-    if (b->ctx.dev_type == DeviceType::kGPU && real_gpus_) [[unlikely]] {
-      rctx.stream = gpu::ThreadStream(b->ctx.dev_id);
-    }
+    rctx.stream = StreamFor(*b);
     async(rctx, MakeCallback(&ThreadedEngine::CompleteCallback, b, ticket));
   } catch (...) {
     tls_inline_completion = outer;
@@ -863,6 +859,12 @@ void ThreadedEngine::Execute(OprBlock* b) {
     return;
   }
   ReleaseExecution(b);
+}
+
+void* ThreadedEngine::StreamFor(const OprBlock& b) const {
+  if (b.ctx.dev_type != DeviceType::kGPU || !real_gpus_) [[likely]]
+    return nullptr;
+  return gpu::ThreadStream(b.ctx.dev_id);
 }
 
 void ThreadedEngine::WaitForGpuStream(OprBlock* b, void* stream, std::exception_ptr& error) {

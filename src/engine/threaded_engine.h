@@ -184,6 +184,11 @@ class ThreadedEngine : public Engine {
   // on a real GPU gets the running thread's stream on its device
   // (gpu::ThreadStream), whatever the engine kind.
   void Execute(OprBlock* b);
+  // The stream b's function gets: the running thread's own on b's device
+  // for a function on a real GPU (may throw: the body's try covers it),
+  // nullptr otherwise. Reads the block's context first, so that a CPU
+  // function never touches real_gpus_.
+  void* StreamFor(const OprBlock& b) const;
   // After a sync GPU function: waits for its stream, and turns a CUDA error
   // found there into the function's failure (unless its body threw first).
   [[gnu::cold, gnu::noinline]] void WaitForGpuStream(OprBlock* b, void* stream,
