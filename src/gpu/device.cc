@@ -45,7 +45,8 @@ int DeviceCount() {
 void* ThreadStream(int dev) {
   // Every time, not once per thread: a function may switch devices, and a
   // pooled worker serves every device. (A call that changes nothing costs
-  // tens of nanoseconds, next to microseconds for any GPU work.)
+  // about 100 ns on an H100 machine, next to microseconds for any GPU work:
+  // docs/performance.md, "GPU functions".)
   Check(cudaSetDevice(dev), "cudaSetDevice");
   std::vector<cudaStream_t>& streams = tls_streams.by_device;
   if (static_cast<std::size_t>(dev) >= streams.size()) streams.resize(dev + 1, nullptr);
