@@ -340,6 +340,69 @@ MUTATIONS = {
         "return !added_.empty() || stop_;",
         "the completer of async GPU functions sleeps through a stream callback's wake-up",
     ),
+    # Third round (thirty-sixth session): the tracker's push side, the var
+    # list's sort and merge, the continuation's priority, and the waiter's
+    # wake-up.
+    "reads_granted_during_write": (
+        "src/tracker/var.cc",
+        "while (s != nullptr && !write_running) {",
+        "while (s != nullptr) {",
+        "queued reads granted from the FIFO while a write runs",
+    ),
+    "inbox_flag_not_set": (
+        "src/tracker/var.cc",
+        "  inbox_len = 1;\n  inbox_pending.store(true, std::memory_order_seq_cst);",
+        "  inbox_len = 1;",
+        "a slot that starts the inbox does not flag it for the completion",
+    ),
+    "settle_skips_inbox": (
+        "src/tracker/var.cc",
+        "    PullInboxLocked();\n    if (queue_head == nullptr) return;",
+        "    return;",
+        "a completion that finds the FIFO empty leaves the flagged inbox unpulled",
+    ),
+    "single_push_ahead_of_inbox": (
+        "src/tracker/var.cc",
+        "  if (inbox_pending.load(std::memory_order_acquire)) PullInboxLocked();",
+        "",
+        "a one-var push queued ahead of earlier pushes still in the inbox",
+    ),
+    "group_over_capacity": (
+        "src/tracker/var.cc",
+        "if (group->size < internal::ReaderGroup::kCapacity) {",
+        "if (group->size <= internal::ReaderGroup::kCapacity) {",
+        "a ReaderGroup filled one owner past its array",
+    ),
+    "three_var_duplicates_kept": (
+        "src/tracker/var_list_sort.cc",
+        "if (((a ^ b) & kVarBits) != 0 && ((b ^ c) & kVarBits) != 0) return 3;",
+        "if (((a ^ b) & kVarBits) != 0 || ((b ^ c) & kVarBits) != 0) return 3;",
+        "a three-var list with a var listed twice kept as three slots",
+    ),
+    "long_list_left_unsorted": (
+        "src/tracker/var_list_sort.cc",
+        "      if (k - j > budget) {\n        std::sort(keys, keys + n);\n        break;",
+        "      if (k - j > budget) {\n        break;",
+        "a long var list out of order left half sorted when insertion runs out of budget",
+    ),
+    "continuation_not_promoted": (
+        "src/engine/threaded_engine.cc",
+        "    if (continuation != nullptr) PromoteMostUrgent();",
+        "",
+        "a more urgent block made ready beside the continuation does not run first",
+    ),
+    "bypass_ignores_heap": (
+        "src/exec/task_queue.h",
+        "    if (priority < heap_max_.load(std::memory_order_relaxed)) return false;\n",
+        "",
+        "a continuation runs ahead of a queued block of higher priority",
+    ),
+    "idle_waiter_not_woken": (
+        "src/engine/threaded_engine_waits.cc",
+        "  if (before == n && idle_waiters_.load(std::memory_order_seq_cst) > 0) {",
+        "  if (before == n && idle_waiters_.load(std::memory_order_seq_cst) > 1) {",
+        "the last completion wakes no WaitForAll that went to sleep",
+    ),
 }
 
 
