@@ -229,9 +229,9 @@ TEST(VarTest, AWriteGrantsTheWholeRunOfReadsBehindItAndNoMore) {
 TEST(VarTest, AWaitingRunOfReadsFillsEachGroupToItsCapacityAndNoFurther) {
   // A run of reads waits as its first read's slot, then ReaderGroups of
   // kCapacity owners each. A group filled one owner further writes past its
-  // array into the next pool object, a field no grant reads until that
-  // object is made again, so no engine test notices (tools/mutate/mutate.py's
-  // group_over_capacity survived every other test).
+  // array into the next pool object, a field of it that no grant reads (or,
+  // for a region's last group, past the region), so no engine test notices
+  // (tools/mutate/mutate.py's group_over_capacity survived every other test).
   constexpr int kCapacity = static_cast<int>(ReaderGroup::kCapacity);
   constexpr int kReads = 1 + 3 * kCapacity + 1;
   for (PushPath path : {PushPath::kGeneral, PushPath::kGeneralBusy, PushPath::kSingle}) {
