@@ -403,6 +403,44 @@ MUTATIONS = {
         "  if (before == n && idle_waiters_.load(std::memory_order_seq_cst) > 1) {",
         "the last completion wakes no WaitForAll that went to sleep",
     ),
+    # Fourth round (thirty-sixth session): deletion's window, failure
+    # delivery and its summary, the profiler's waits.
+    "single_push_after_delete_accepted": (
+        "src/tracker/var.cc",
+        "  if (deleted.load(std::memory_order_relaxed)) {",
+        "  if (false) {",
+        "a one-var push behind a pending DeleteVariable accepted",
+    ),
+    "general_push_after_delete_accepted": (
+        "src/engine/threaded_engine.cc",
+        "    if (v->deleted.load(std::memory_order_relaxed)) [[unlikely]] {",
+        "    if (false) [[unlikely]] {",
+        "a several-var push (or a second DeleteVariable) behind a pending DeleteVariable accepted",
+    ),
+    "delivered_failure_kept_on_var": (
+        "src/engine/threaded_engine_waits.cc",
+        "    f = std::move(v->failure);\n    v->failure.reset();",
+        "    f = v->failure;",
+        "WaitForVar rethrows a failure but leaves it on the var",
+    ),
+    "undelivered_summary_unbounded": (
+        "src/engine/threaded_engine_waits.cc",
+        "    if (i == kNamed) {",
+        "    if (i == kNamed + 1000000) {",
+        "a storm of failures WaitForAll cannot rethrow named one by one on stderr",
+    ),
+    "stats_wait_from_push": (
+        "src/profiler/stats_writer.cc",
+        "a.wait_us.push_back(static_cast<double>(r->start_ns - r->ready_ns) / 1000.0);",
+        "a.wait_us.push_back(static_cast<double>(r->start_ns - r->push_ns) / 1000.0);",
+        "the stats' queue wait counted from the push (dependency wait included)",
+    ),
+    "trace_dependency_wait_to_start": (
+        "src/profiler/trace_writer.cc",
+        "<< \",\\\"dependency_wait_us\\\":\" << Us(r->ready_ns - r->push_ns)",
+        "<< \",\\\"dependency_wait_us\\\":\" << Us(r->start_ns - r->push_ns)",
+        "the trace's dependency wait counted to the start (queue wait included)",
+    ),
 }
 
 
