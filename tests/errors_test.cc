@@ -383,6 +383,31 @@ TEST_P(ErrorsTest, WaitForAllNamesOnStderrTheFailuresItCannotRethrow) {
   EXPECT_EQ(WaitAll(), 0);
 }
 
+TEST_P(ErrorsTest, WaitForAllSummarizesAStormOfFailuresOnStderr) {
+  // Twenty failures: one rethrown, eight named, the other eleven counted, so
+  // that a storm of failures does not bury the output.
+  DrainGuard drain(engine());
+  std::vector<VarHandle> vars;
+  for (int i = 0; i < 20; ++i) {
+    vars.push_back(engine().NewVariable());
+    PushThrow({}, {vars.back()}, 100 + i);
+  }
+  ::testing::internal::CaptureStderr();
+  const int first = WaitAll();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_GE(first, 100);
+  EXPECT_LT(first, 120);
+  int named = 0;
+  for (std::size_t at = err.find("test error "); at != std::string::npos;
+       at = err.find("test error ", at + 1)) {
+    ++named;
+  }
+  EXPECT_EQ(named, 8) << err;
+  EXPECT_THAT(err, HasSubstr("... and 11 more"));
+  EXPECT_EQ(WaitAll(), 0);
+  for (VarHandle v : vars) engine().DeleteVariable({}, Context::CPU(), v);
+}
+
 TEST_P(ErrorsTest, AnEngineDestroyedWithUndeliveredFailuresNamesThemOnStderr) {
   for (bool notified : {false, true}) {
     auto e = CreateEngine(Options());

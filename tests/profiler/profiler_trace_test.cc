@@ -173,6 +173,90 @@ TEST_P(ProfilerTest, WaitsAreInTheTraceOnTheWaitingThreadsRow) {
   std::remove(stats_path.c_str());
 }
 
+// A function's time before it starts is split in two: waiting for the
+// functions it depends on (the trace's dependency_wait_us, push to ready)
+// and waiting for a worker (queue_wait_us, ready to start; the statistics'
+// queue wait). "waiter" spends 200 ms on the first: it reads a var that an
+// async function holds until the test calls its callback, so even the naive
+// engine pushes it while the var is held. On the threaded engines "queued"
+// spends 100 ms or more on the second: it has no dependency, but both
+// workers run "busy" functions that end only 100 ms after it was pushed.
+TEST_P(ProfilerTest, DependencyWaitAndQueueWaitAreToldApart) {
+  using std::chrono::milliseconds;
+  auto e = MakeEngine();
+  SetProfiling(*e, true);
+  VarHandle held = e->NewVariable();
+  std::promise<CallbackOnComplete> handed;
+  std::future<CallbackOnComplete> callback = handed.get_future();
+  e->PushAsync([&handed](RunContext, CallbackOnComplete done) { handed.set_value(done); },
+               Context::CPU(), {}, {held}, FnProperty::kNormal, 0, "holder");
+  e->PushSync([](RunContext) {}, Context::CPU(), {held}, {}, FnProperty::kNormal, 0, "waiter");
+  const CallbackOnComplete done = callback.get();
+  std::this_thread::sleep_for(milliseconds(200));
+  done();
+  e->WaitForAll();
+
+  const bool threaded = GetParam() != EngineKind::kNaive;
+  std::vector<VarHandle> own;
+  if (threaded) {
+    std::promise<void> pushed;
+    std::shared_future<void> released = pushed.get_future().share();
+    for (const char* name : {"busy 1", "busy 2", "queued"}) {
+      own.push_back(e->NewVariable());
+      const bool busy = name[0] == 'b';
+      e->PushSync(
+          [released, busy](RunContext) {
+            if (!busy) return;
+            released.wait();
+            std::this_thread::sleep_for(milliseconds(100));
+          },
+          Context::CPU(), {}, {own.back()}, FnProperty::kNormal, 0, name);
+    }
+    pushed.set_value();
+    e->WaitForAll();
+  }
+  SetProfiling(*e, false);
+
+  const std::string path = TempPath("two_waits.json");
+  DumpProfile(*e, path);
+  std::map<std::string, json> fn;
+  const json trace = ReadJson(path);  // kept: the loop reads into it
+  for (const json& ev : trace["traceEvents"]) {
+    if (IsFunctionEvent(ev)) fn[ev["name"]] = ev;
+  }
+  ASSERT_TRUE(fn.count("waiter"));
+  const double waiter_dependency = fn["waiter"]["args"]["dependency_wait_us"].get<double>();
+  const double waiter_queue = fn["waiter"]["args"]["queue_wait_us"].get<double>();
+  EXPECT_GE(waiter_dependency, 199000.0);
+  EXPECT_LT(waiter_queue, waiter_dependency / 2) << "the dependency wait counted as queue wait";
+  if (threaded) {
+    ASSERT_TRUE(fn.count("queued"));
+    const double queued_dependency = fn["queued"]["args"]["dependency_wait_us"].get<double>();
+    const double queued_queue = fn["queued"]["args"]["queue_wait_us"].get<double>();
+    EXPECT_GE(queued_queue, 99000.0);
+    EXPECT_LT(queued_dependency, queued_queue / 2) << "the queue wait counted as dependency wait";
+  }
+
+  std::ostringstream table;
+  const std::string stats_path = TempPath("two_waits_stats.json");
+  DumpProfileStats(*e, table, stats_path);
+  std::map<std::string, json> stats;
+  const json stats_json = ReadJson(stats_path);  // kept: the loop reads into it
+  for (const json& f : stats_json["functions"]) stats[f["name"]] = f;
+  ASSERT_TRUE(stats.count("waiter"));
+  EXPECT_LT(stats["waiter"]["queue_wait"]["max"].get<double>(), waiter_dependency / 2)
+      << "the statistics count the dependency wait as queue wait";
+  if (threaded) {
+    ASSERT_TRUE(stats.count("queued"));
+    EXPECT_GE(stats["queued"]["queue_wait"]["max"].get<double>(), 99000.0);
+  }
+  own.push_back(held);
+  for (VarHandle v : own) e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+  std::remove(path.c_str());
+  std::remove(stats_path.c_str());
+}
+
 // Waits are recorded only while the whole engine is profiled.
 TEST_P(ProfilerTest, WaitsAreNotRecordedWhileProfilingIsOff) {
   auto e = MakeEngine();
