@@ -441,6 +441,44 @@ MUTATIONS = {
         "<< \",\\\"dependency_wait_us\\\":\" << Us(r->start_ns - r->push_ns)",
         "the trace's dependency wait counted to the start (queue wait included)",
     ),
+    # Fifth round (thirty-sixth session): the options' parsing and the
+    # GPU pools' sizes, and backpressure's count of pushes that never wait.
+    "env_too_large_wraps": (
+        "src/engine/engine_options.cc",
+        "if (errno == ERANGE || v > static_cast<unsigned long long>(max)) {",
+        "if (errno == ERANGE) {",
+        "an environment count too large for its option wraps instead of being rejected",
+    ),
+    "env_not_trimmed": (
+        "src/engine/engine_options.cc",
+        "  while (!v.empty() && blank(v.back())) v.pop_back();\n",
+        "",
+        "an environment value with trailing blanks rejected",
+    ),
+    "watchdog_negative_accepted": (
+        "src/engine/engine_options.cc",
+        "if (*end != '\\0' || !(o.watchdog_seconds >= 0)) {",
+        "if (*end != '\\0') {",
+        "DEPENGINE_WATCHDOG_SECONDS below 0 (or nan) accepted",
+    ),
+    "inside_push_uncounted": (
+        "src/engine/in_flight_limiter.cc",
+        "    reserved_.fetch_add(1, std::memory_order_relaxed);\n    return;",
+        "    return;",
+        "backpressure does not count the pushes that may not wait (from inside functions)",
+    ),
+    "gpu_worker_count_ignored": (
+        "src/engine/per_device_engine.cc",
+        "threads = o.gpu_worker_threads > 0 ? o.gpu_worker_threads : 2;",
+        "threads = 2;",
+        "gpu_worker_threads ignored",
+    ),
+    "gpu_copy_count_ignored": (
+        "src/engine/per_device_engine.cc",
+        "threads = o.gpu_copy_threads > 0 ? o.gpu_copy_threads : 1;",
+        "threads = 1;",
+        "gpu_copy_threads ignored",
+    ),
 }
 
 
