@@ -114,12 +114,19 @@ TEST(Watchdog, AReportStuckOnAFullStderrHoldsUpNoFunction) {
 TEST(Watchdog, FromEnvReadsSecondsAndRejectsGarbage) {
   setenv("DEPENGINE_WATCHDOG_SECONDS", "2.5", 1);
   EXPECT_DOUBLE_EQ(EngineOptions::FromEnv().watchdog_seconds, 2.5);
-  setenv("DEPENGINE_WATCHDOG_SECONDS", "soon", 1);
-  try {
-    EngineOptions::FromEnv();
-    ADD_FAILURE() << "expected std::invalid_argument";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("DEPENGINE_WATCHDOG_SECONDS"));
+  setenv("DEPENGINE_WATCHDOG_SECONDS", "0", 1);
+  EXPECT_EQ(EngineOptions::FromEnv().watchdog_seconds, 0) << "0 turns the watchdog off";
+  // Not a number of seconds, a negative one, and a NaN (strtod reads "nan"
+  // whole, and no comparison with it is true).
+  for (const char* bad : {"soon", "-1", "-0.5", "nan"}) {
+    setenv("DEPENGINE_WATCHDOG_SECONDS", bad, 1);
+    try {
+      EngineOptions::FromEnv();
+      ADD_FAILURE() << "DEPENGINE_WATCHDOG_SECONDS=" << bad << ": expected std::invalid_argument";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(std::string("DEPENGINE_WATCHDOG_SECONDS=") + bad));
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("non-negative"));
+    }
   }
   unsetenv("DEPENGINE_WATCHDOG_SECONDS");
 }
