@@ -479,6 +479,26 @@ MUTATIONS = {
         "threads = 1;",
         "gpu_copy_threads ignored",
     ),
+    # Sixth round (thirty-sixth session): the watchdog's report, and what
+    # NotifyShutdown silences.
+    "watchdog_reports_again": (
+        "src/engine/watchdog.cc",
+        "if (age < limit_ || e.reported) continue;",
+        "if (age < limit_) continue;",
+        "the watchdog reports a long-running function again at every scan",
+    ),
+    "watchdog_writes_shown_as_reads": (
+        "src/engine/watchdog.cc",
+        "const std::string reads = Labels(r.reads), writes = Labels(r.writes);",
+        "const std::string reads = Labels(r.reads), writes = Labels(r.reads);",
+        "the watchdog's report names the vars a function reads as those it writes",
+    ),
+    "waitforall_reports_after_shutdown_notice": (
+        "src/engine/threaded_engine_waits.cc",
+        "  if (!others.empty() && !shutdown_notified_.load(std::memory_order_relaxed)) {",
+        "  if (!others.empty()) {",
+        "WaitForAll still names undelivered failures on stderr after NotifyShutdown",
+    ),
 }
 
 
