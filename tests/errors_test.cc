@@ -408,6 +408,24 @@ TEST_P(ErrorsTest, WaitForAllSummarizesAStormOfFailuresOnStderr) {
   for (VarHandle v : vars) engine().DeleteVariable({}, Context::CPU(), v);
 }
 
+TEST_P(ErrorsTest, AfterNotifyShutdownWaitForAllStillRethrowsButNamesNothing) {
+  // NotifyShutdown asks the engine to print less: WaitForAll still delivers
+  // the first failure, and the others go without a word.
+  auto e = CreateEngine(Options());
+  VarHandle a = e->NewVariable();
+  VarHandle b = e->NewVariable();
+  e->PushSync([](RunContext) { throw TestError(51); }, Context::CPU(), {}, {a});
+  e->PushSync([](RunContext) { throw TestError(52); }, Context::CPU(), {}, {b});
+  e->NotifyShutdown();
+  ::testing::internal::CaptureStderr();
+  const int first = ErrorIdOf([&] { e->WaitForAll(); });
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(first == 51 || first == 52) << "got " << first;
+  EXPECT_EQ(err, "");
+  for (VarHandle v : {a, b}) e->DeleteVariable({}, Context::CPU(), v);
+  e->WaitForAll();
+}
+
 TEST_P(ErrorsTest, AnEngineDestroyedWithUndeliveredFailuresNamesThemOnStderr) {
   for (bool notified : {false, true}) {
     auto e = CreateEngine(Options());
