@@ -17,6 +17,13 @@
 // through the objects: an allocation finds the object several allocations
 // ahead without touching a cold line, and prefetches it (see Allocate).
 //
+// The global list is a stack, so the batches handed back last (still warm)
+// go out first. When a burst ends (a million functions finished) far more
+// objects come back than circulate, in the order their functions finished;
+// those nobody takes again soon move to an AddressOrderedStock, which hands
+// them out lowest address first once the stack is empty, so that the next
+// deep queue lies in memory in the order it is walked.
+//
 // Layout, a policy type, may give each object room of its own right after
 // it in the chunk (Layout::kStride bytes per object instead of sizeof(T):
 // a block's slot array) and prepares each new object beyond its default
@@ -35,6 +42,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/address_ordered_stock.h"
 #include "common/prefetch.h"
 #include "common/region.h"
 
@@ -51,6 +59,10 @@ template <class T, class Layout = PlainLayout>
 class ObjectPool {
  public:
   static constexpr int kBatch = 128;
+  // The most free objects the global stack keeps before those nobody took
+  // lately go to the address-ordered stock: 64 batches, what pushers and
+  // workers pass around in steady state, with room to spare.
+  static constexpr std::size_t kRecentMax = 64 * std::size_t{kBatch};
   // Bytes per object in a chunk; a multiple of alignof(T), so every object
   // of a chunk is aligned.
   static constexpr std::size_t kStride = [] {
@@ -113,11 +125,65 @@ class ObjectPool {
     }
   }
 
+  static constexpr std::size_t kChunkBytes = kStride * kBatch;
+  // 4 MiB for 128-byte objects; whole huge pages.
+  static constexpr std::size_t kRegionBytes =
+      (kChunkBytes * 256 + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
+  // Objects that stay on the stack when the rest goes to the stock.
+  static constexpr std::size_t kKeep = kRecentMax / 2;
+  // Objects moved to the stock per hold of its mutex.
+  static constexpr std::size_t kPiece = 4 * std::size_t{kBatch};
+
+  // A stack of pointers whose oldest entries can also be taken, from the
+  // bottom, in amortized constant time per entry.
+  class FreeStack {
+   public:
+    std::size_t size() const { return items_.size() - bottom_; }
+    bool empty() const { return size() == 0; }
+    void Push(T* const* objects, std::size_t n) {
+      items_.insert(items_.end(), objects, objects + n);
+    }
+    // The newest n (n <= size()), the newest last.
+    void PopTop(T** out, std::size_t n) {
+      std::copy(items_.end() - static_cast<std::ptrdiff_t>(n), items_.end(), out);
+      items_.resize(items_.size() - n);
+      if (items_.size() == bottom_) {
+        items_.clear();
+        bottom_ = 0;
+      }
+    }
+    // The oldest n (n <= size()), the oldest first.
+    void PopBottom(T** out, std::size_t n) {
+      const auto first = items_.begin() + static_cast<std::ptrdiff_t>(bottom_);
+      std::copy(first, first + static_cast<std::ptrdiff_t>(n), out);
+      bottom_ += n;
+      // Compacts once the gap is as large as what is left, so each entry
+      // is moved at most once per entry taken from the bottom.
+      if (bottom_ >= size()) {
+        items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(bottom_));
+        bottom_ = 0;
+      }
+    }
+
+   private:
+    std::vector<T*> items_;
+    std::size_t bottom_ = 0;  // items_[0, bottom_) were taken from the bottom
+  };
+
   struct Global {
     std::mutex mu;
     // Free objects handed back by threads' caches, guarded by mu: a stack
-    // of pointers, so that moving a batch touches no object.
-    std::vector<T*> free_objects;
+    // of pointers, so that moving a batch touches no object. Handed out
+    // first: the last batches back are still warm in some core's cache.
+    FreeStack free_objects;
+    // The fewest objects free_objects held since GiveBack last looked:
+    // those below it nobody took in that time. Guarded by mu.
+    std::size_t low_water = 0;
+    // Free objects that the stack had beyond kRecentMax, handed out when
+    // the stack is empty, lowest address first. Guarded by stock_mu, which
+    // is taken after mu where a thread holds both (TakeBatch, NewChunk).
+    std::mutex stock_mu;
+    AddressOrderedStock<kStride, kRegionBytes> stock;
     // Storage: objects are carved kBatch at a time out of large regions, so
     // that a pending function costs sizeof(T) and nothing more (an
     // allocation per chunk would add its header and alignment padding).
@@ -129,31 +195,65 @@ class ObjectPool {
     // chunk) and returns how many.
     int TakeBatch(T** out) {
       std::lock_guard<std::mutex> lock(mu);
-      if (free_objects.empty()) {
-        NewChunk(out);
-        return kBatch;
+      if (!free_objects.empty()) {
+        const std::size_t n = std::min<std::size_t>(kBatch, free_objects.size());
+        free_objects.PopTop(out, n);
+        low_water = std::min(low_water, free_objects.size());
+        return static_cast<int>(n);
       }
-      const std::size_t n = std::min<std::size_t>(kBatch, free_objects.size());
-      const auto first = free_objects.end() - static_cast<std::ptrdiff_t>(n);
-      std::copy(first, free_objects.end(), out);
-      free_objects.erase(first, free_objects.end());
-      return static_cast<int>(n);
+      low_water = 0;
+      std::lock_guard<std::mutex> stock_lock(stock_mu);
+      if (stock.size() > 0) {
+        // Ascending from the stock, stored reversed: a cache hands out the
+        // end of its array first, so this thread allocates in address order.
+        void* taken[kBatch];
+        const std::size_t n = stock.Take(taken, kBatch);
+        for (std::size_t i = 0; i < n; ++i) out[n - 1 - i] = static_cast<T*>(taken[i]);
+        return static_cast<int>(n);
+      }
+      NewChunk(out);
+      return kBatch;
     }
 
     void GiveBack(T* const* objects, std::size_t n) {
-      std::lock_guard<std::mutex> lock(mu);
-      free_objects.insert(free_objects.end(), objects, objects + n);
+      std::unique_lock<std::mutex> lock(mu);
+      free_objects.Push(objects, n);
+      if (free_objects.size() <= kRecentMax) return;
+      // The stack holds more than circulates. What lies below its lowest
+      // point since the last look (low_water) nobody has taken since: a
+      // burst ended. Those objects, but kKeep of them, go to the stock, a
+      // piece at a time under the stock's own mutex, so that other
+      // threads' batches do not wait for the sorting. The objects that
+      // circulate stay on the stack, warm.
+      std::size_t idle = low_water > kKeep ? low_water - kKeep : 0;
+      while (idle > 0) {
+        T* piece[kPiece];
+        const std::size_t m = std::min(kPiece, idle);
+        free_objects.PopBottom(piece, m);
+        idle -= m;
+        low_water = low_water > m ? low_water - m : 0;
+        lock.unlock();
+        {
+          std::lock_guard<std::mutex> stock_lock(stock_mu);
+          for (std::size_t i = 0; i < m; ++i) stock.Put(piece[i]);
+        }
+        lock.lock();
+        idle = std::min(idle, low_water > kKeep ? low_water - kKeep : 0);
+      }
+      low_water = free_objects.size();
     }
 
-    // Makes kBatch constructed objects, into `out`.
+    // Makes kBatch constructed objects, into `out`. Called with mu and
+    // stock_mu held.
     void NewChunk(T** out) {
-      constexpr std::size_t kChunkBytes = kStride * kBatch;
-      // 4 MiB for 128-byte objects; whole huge pages.
-      constexpr std::size_t kRegionBytes =
-          (kChunkBytes * 256 + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
       if (region_left < kChunkBytes) {
+        // Room first, so that a failure (std::bad_alloc) changes nothing:
+        // a region the stock did not know would break its lookups.
+        regions.reserve(regions.size() + 1);
+        stock.ReserveRegion();
         void* region = AllocateRegion(kRegionBytes);
         regions.push_back(region);
+        stock.AddRegion(region);
         region_next = static_cast<char*>(region);
         region_left = kRegionBytes;
       }
@@ -171,12 +271,24 @@ class ObjectPool {
   };
   // Never destroyed: thread caches may hand objects back during static
   // destruction, and the storage stays reachable (not a leak).
-  // Fork safety: the global mutex is held across fork() so that a child
-  // never inherits it locked by a thread that does not exist there.
+  // Fork safety: the global mutexes are held across fork() so that a child
+  // never inherits one locked by a thread that does not exist there.
   static Global& G() {
     static Global* g = [] {
       auto* created = new Global;
-      pthread_atfork([] { G().mu.lock(); }, [] { G().mu.unlock(); }, [] { G().mu.unlock(); });
+      pthread_atfork(
+          [] {
+            G().mu.lock();
+            G().stock_mu.lock();
+          },
+          [] {
+            G().stock_mu.unlock();
+            G().mu.unlock();
+          },
+          [] {
+            G().stock_mu.unlock();
+            G().mu.unlock();
+          });
       return created;
     }();
     return *g;

@@ -499,6 +499,32 @@ MUTATIONS = {
         "  if (!others.empty()) {",
         "WaitForAll still names undelivered failures on stderr after NotifyShutdown",
     ),
+    # Seventh round (thirty-seventh session): the pools' address-ordered
+    # stock.
+    "stock_handed_out_descending": (
+        "src/common/object_pool.h",
+        "for (std::size_t i = 0; i < n; ++i) out[n - 1 - i] = static_cast<T*>(taken[i]);",
+        "for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<T*>(taken[i]);",
+        "a batch from the stock allocated from its highest address down",
+    ),
+    "burst_never_ordered": (
+        "src/common/object_pool.h",
+        "      if (free_objects.size() <= kRecentMax) return;",
+        "      return;",
+        "a burst's objects stay on the stack in the order they were freed",
+    ),
+    "stock_scan_skips_rest_of_word": (
+        "src/common/address_ordered_stock.h",
+        "      r.first_word = w;",
+        "      r.first_word = w + 1;",
+        "a Take that stops inside a word skips that word's other objects for good",
+    ),
+    "stock_put_below_scan_lost": (
+        "src/common/address_ordered_stock.h",
+        "    r.first_word = std::min(r.first_word, word);",
+        "",
+        "an object put below the scan's position in its region is never found",
+    ),
 }
 
 
