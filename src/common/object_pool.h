@@ -176,12 +176,14 @@ class ObjectPool {
     // of pointers, so that moving a batch touches no object. Handed out
     // first: the last batches back are still warm in some core's cache.
     FreeStack free_objects;
-    // The fewest objects free_objects held since GiveBack last looked:
-    // those below it nobody took in that time. Guarded by mu.
+    // The fewest objects free_objects held since GiveBack last moved
+    // objects to the stock: those below it nobody took in that time.
+    // Guarded by mu.
     std::size_t low_water = 0;
-    // Free objects that the stack had beyond kRecentMax, handed out when
-    // the stack is empty, lowest address first. Guarded by stock_mu, which
-    // is taken after mu where a thread holds both (TakeBatch, NewChunk).
+    // Free objects moved off the stack after a burst (see GiveBack), handed
+    // out when the stack is empty, lowest address first. Guarded by
+    // stock_mu, which is taken after mu where a thread holds both
+    // (TakeBatch, NewChunk).
     std::mutex stock_mu;
     AddressOrderedStock<kStride, kRegionBytes> stock;
     // Storage: objects are carved kBatch at a time out of large regions, so
@@ -220,7 +222,7 @@ class ObjectPool {
       free_objects.Push(objects, n);
       if (free_objects.size() <= kRecentMax) return;
       // The stack holds more than circulates. What lies below its lowest
-      // point since the last look (low_water) nobody has taken since: a
+      // point since the last move (low_water) nobody has taken since: a
       // burst ended. Those objects, but kKeep of them, go to the stock, a
       // piece at a time under the stock's own mutex, so that other
       // threads' batches do not wait for the sorting. The objects that
