@@ -26,8 +26,9 @@
 //
 // Layout, a policy type, may give each object room of its own right after
 // it in the chunk (Layout::kStride bytes per object instead of sizeof(T):
-// a block's slot array) and prepares each new object beyond its default
-// construction (Layout::Init, called with the pool's mutex held). Allocate
+// a block's slot array), prepares each new object beyond its default
+// construction (Layout::Init, called with the pool's mutex held), and may
+// keep bursts on the stack (Layout::kOrderBursts = false). Allocate
 // prefetches the whole stride, so that room costs no extra cold miss. A
 // distinct Layout also makes a distinct pool of the same type (blocks with
 // and without slot arrays).
@@ -129,6 +130,15 @@ class ObjectPool {
   // 4 MiB for 128-byte objects; whole huge pages.
   static constexpr std::size_t kRegionBytes =
       (kChunkBytes * 256 + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
+  // Whether a burst's objects go to the address-ordered stock at all
+  // (Layout::kOrderBursts, true unless a Layout says otherwise).
+  static constexpr bool kOrderBursts = [] {
+    if constexpr (requires { Layout::kOrderBursts; }) {
+      return bool{Layout::kOrderBursts};
+    } else {
+      return true;
+    }
+  }();
   // Objects that stay on the stack when the rest goes to the stock.
   static constexpr std::size_t kKeep = kRecentMax / 2;
   // Objects moved to the stock per hold of its mutex.
@@ -220,7 +230,7 @@ class ObjectPool {
     void GiveBack(T* const* objects, std::size_t n) {
       std::unique_lock<std::mutex> lock(mu);
       free_objects.Push(objects, n);
-      if (free_objects.size() <= kRecentMax) return;
+      if (!kOrderBursts || free_objects.size() <= kRecentMax) return;
       // The stack holds more than circulates. What lies below its lowest
       // point since the last move (low_water) nobody has taken since: a
       // burst ended. Those objects, but kKeep of them, go to the stock, a

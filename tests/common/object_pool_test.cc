@@ -158,6 +158,38 @@ TEST(ObjectPoolTest, AfterABurstObjectsComeBackInAddressOrder) {
   EXPECT_EQ(std::set<Item*>(again.begin(), again.end()).size(), kCount) << "an object twice";
 }
 
+// A Layout may keep bursts on the stack (the engine's multi-var blocks do):
+// the same burst then comes back newest batch first, not in address order.
+struct StackedLayout {
+  static constexpr bool kOrderBursts = false;
+  static void Init(Item* /*it*/) {}
+};
+using StackedPool = ObjectPool<Item, StackedLayout>;
+
+TEST(ObjectPoolTest, ALayoutCanKeepBurstsOnTheStack) {
+  constexpr std::size_t kCount = 4 * StackedPool::kRecentMax;
+  std::vector<Item*> items;
+  std::thread([&] {
+    for (std::size_t i = 0; i < kCount; ++i) items.push_back(StackedPool::Allocate());
+  }).join();
+  std::shuffle(items.begin(), items.end(), std::mt19937_64(9));
+  std::thread([&] {
+    for (Item* it : items) StackedPool::Free(it);
+  }).join();
+  std::vector<Item*> again;
+  std::thread([&] {
+    for (std::size_t i = 0; i < kCount; ++i) again.push_back(StackedPool::Allocate());
+    for (Item* it : again) StackedPool::Free(it);
+  }).join();
+  std::size_t descents = 0;
+  for (std::size_t i = StackedPool::kRecentMax + 2 * StackedPool::kBatch + 1; i < kCount; ++i) {
+    if (again[i] <= again[i - 1]) ++descents;
+  }
+  EXPECT_GT(descents, 0u) << "a burst was put in address order although the Layout says not to";
+  EXPECT_EQ(std::set<Item*>(again.begin(), again.end()),
+            std::set<Item*>(items.begin(), items.end()));
+}
+
 // Bursts larger than the global stack keeps, from three threads at once, so
 // that objects move between the stack, the address-ordered stock and the
 // threads' caches concurrently: none is ever handed out while in use (and

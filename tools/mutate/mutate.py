@@ -509,9 +509,15 @@ MUTATIONS = {
     ),
     "burst_never_ordered": (
         "src/common/object_pool.h",
-        "      if (free_objects.size() <= kRecentMax) return;",
+        "      if (!kOrderBursts || free_objects.size() <= kRecentMax) return;",
         "      return;",
         "a burst's objects stay on the stack in the order they were freed",
+    ),
+    "order_bursts_flag_ignored": (
+        "src/common/object_pool.h",
+        "      if (!kOrderBursts || free_objects.size() <= kRecentMax) return;",
+        "      if (free_objects.size() <= kRecentMax) return;",
+        "a pool whose Layout keeps bursts on the stack puts them in address order anyway",
     ),
     "stock_scan_skips_rest_of_word": (
         "src/common/address_ordered_stock.h",
