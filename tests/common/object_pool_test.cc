@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/region.h"
@@ -125,6 +126,42 @@ TEST(ObjectPoolTest, ReserveKeepsWhatTheCacheHeldAndCoversTheCount) {
   for (Item* it : got) ItemPool::Free(it);
 }
 
+// A burst as a pool sees one: 4 x kRecentMax objects allocated on one
+// thread, freed on another in a shuffled order (that thread's cache goes
+// back to the global list as it ends), then allocated again on a fresh
+// thread, whose cache starts empty. Returns what was freed and what came
+// back, the latter in allocation order.
+template <class Pool>
+std::pair<std::vector<Item*>, std::vector<Item*>> FreeABurstAndAllocateAgain(std::uint64_t seed) {
+  constexpr std::size_t kCount = 4 * Pool::kRecentMax;
+  std::vector<Item*> items;
+  std::thread([&] {
+    for (std::size_t i = 0; i < kCount; ++i) items.push_back(Pool::Allocate());
+  }).join();
+  std::shuffle(items.begin(), items.end(), std::mt19937_64(seed));
+  std::thread([&] {
+    for (Item* it : items) Pool::Free(it);
+  }).join();
+  std::vector<Item*> again;
+  std::thread([&] {
+    for (std::size_t i = 0; i < kCount; ++i) again.push_back(Pool::Allocate());
+    for (Item* it : again) Pool::Free(it);
+  }).join();
+  return {items, again};
+}
+
+// Steps down in address from one allocation to the next, past the first
+// kRecentMax objects (plus the last batches back), which may come from the
+// stack, newest first.
+template <class Pool>
+std::size_t DescentsPastTheStack(const std::vector<Item*>& again) {
+  std::size_t descents = 0;
+  for (std::size_t i = Pool::kRecentMax + 2 * Pool::kBatch + 1; i < again.size(); ++i) {
+    if (again[i] <= again[i - 1]) ++descents;
+  }
+  return descents;
+}
+
 // A burst (far more objects freed than circulate, in an order unrelated to
 // their addresses, as workers finish a million queued functions) is handed
 // out again in address order once the few objects kept warm on the global
@@ -132,30 +169,10 @@ TEST(ObjectPoolTest, ReserveKeepsWhatTheCacheHeldAndCoversTheCount) {
 // memory, not a random walk (docs/performance.md, "The pool's order after a
 // burst").
 TEST(ObjectPoolTest, AfterABurstObjectsComeBackInAddressOrder) {
-  constexpr std::size_t kCount = 4 * ItemPool::kRecentMax;
-  std::vector<Item*> items;
-  std::thread([&] {
-    for (std::size_t i = 0; i < kCount; ++i) items.push_back(ItemPool::Allocate());
-  }).join();
-  std::shuffle(items.begin(), items.end(), std::mt19937_64(7));
-  std::thread([&] {
-    for (Item* it : items) ItemPool::Free(it);
-  }).join();  // the thread's cache goes back to the global list as it ends
-
-  std::vector<Item*> again;
-  std::thread([&] {
-    for (std::size_t i = 0; i < kCount; ++i) again.push_back(ItemPool::Allocate());
-    for (Item* it : again) ItemPool::Free(it);
-  }).join();
-  // At most kRecentMax objects (plus the last batches back) stay on the
-  // stack and come first, newest first; everything after them ascends.
-  const std::size_t from_stack = ItemPool::kRecentMax + 2 * ItemPool::kBatch;
-  std::size_t descents = 0;
-  for (std::size_t i = from_stack + 1; i < kCount; ++i) {
-    if (again[i] <= again[i - 1]) ++descents;
-  }
-  EXPECT_EQ(descents, 0u) << "objects of the burst were not handed out in address order";
-  EXPECT_EQ(std::set<Item*>(again.begin(), again.end()).size(), kCount) << "an object twice";
+  const auto [items, again] = FreeABurstAndAllocateAgain<ItemPool>(7);
+  EXPECT_EQ(DescentsPastTheStack<ItemPool>(again), 0u)
+      << "objects of the burst were not handed out in address order";
+  EXPECT_EQ(std::set<Item*>(again.begin(), again.end()).size(), items.size()) << "an object twice";
 }
 
 // A Layout may keep bursts on the stack (the engine's multi-var blocks do):
@@ -167,25 +184,9 @@ struct StackedLayout {
 using StackedPool = ObjectPool<Item, StackedLayout>;
 
 TEST(ObjectPoolTest, ALayoutCanKeepBurstsOnTheStack) {
-  constexpr std::size_t kCount = 4 * StackedPool::kRecentMax;
-  std::vector<Item*> items;
-  std::thread([&] {
-    for (std::size_t i = 0; i < kCount; ++i) items.push_back(StackedPool::Allocate());
-  }).join();
-  std::shuffle(items.begin(), items.end(), std::mt19937_64(9));
-  std::thread([&] {
-    for (Item* it : items) StackedPool::Free(it);
-  }).join();
-  std::vector<Item*> again;
-  std::thread([&] {
-    for (std::size_t i = 0; i < kCount; ++i) again.push_back(StackedPool::Allocate());
-    for (Item* it : again) StackedPool::Free(it);
-  }).join();
-  std::size_t descents = 0;
-  for (std::size_t i = StackedPool::kRecentMax + 2 * StackedPool::kBatch + 1; i < kCount; ++i) {
-    if (again[i] <= again[i - 1]) ++descents;
-  }
-  EXPECT_GT(descents, 0u) << "a burst was put in address order although the Layout says not to";
+  const auto [items, again] = FreeABurstAndAllocateAgain<StackedPool>(9);
+  EXPECT_GT(DescentsPastTheStack<StackedPool>(again), 0u)
+      << "a burst was put in address order although the Layout says not to";
   EXPECT_EQ(std::set<Item*>(again.begin(), again.end()),
             std::set<Item*>(items.begin(), items.end()));
 }
