@@ -81,8 +81,11 @@
 // Correctness: every repetition checks its counters (WORKLOADS.md), and the
 // program runs clean under -fsanitize=thread, with `--park-delay` widening
 // the park / complete race so that the parker's take-back path runs.
+#include <linux/membarrier.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -145,6 +148,14 @@ struct Options {
   int workers = 2;
   std::uint64_t ring = 4096;    // slots per worker, power of two
   std::uint64_t batch = 32;     // pushes per tail publication
+  // --publish=flag: every push is published at once, by a flag in its slot
+  // (no tail line, no fence on the pusher); the worker's sleep uses an
+  // asymmetric barrier (membarrier) so the pusher needs none. See Emit.
+  bool flag_publish = false;
+  // --publish=flag-fence: the same, with a full fence on the pusher between
+  // the slot's flag and the sleep flag, and none on the worker (to price the
+  // fence that the asymmetric barrier saves).
+  bool flag_fence = false;
   std::uint64_t prefetch = 0;   // pusher's prefetchw distance in slots (0: off)
   std::uint64_t wprefetch = 4;  // worker's prefetch distance in slots
   int spin = 4000;              // idle polls before a worker sleeps
@@ -275,6 +286,10 @@ struct alignas(64) Slot {
   std::uint64_t ticket;   // var 0's stamp
   std::uint8_t nvars;     // 0: untracked; 1: this slot only; 2-5: a SlotExt follows
   std::uint8_t readmask;  // bit i: var i is read (const)
+  // --publish=flag: the slot's own publication, (its ring position + 1)
+  // truncated, stored last with release; the worker polls it in place of the
+  // tail. Zero in a SlotExt's place (Emit clears it).
+  std::atomic<std::uint32_t> seq;
 };
 static_assert(sizeof(Slot) == 64);
 // The second slot of a multi-var function; copied in and out with memcpy.
@@ -349,6 +364,10 @@ void Bump(std::atomic<T>& c, T by = 1) {  // a single-writer statistics counter
 class Engine {
  public:
   Engine(const Options& o) : opt_(o) {
+    if (o.flag_publish &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0) {
+      throw std::runtime_error("prototype: membarrier (private expedited) is not available");
+    }
     for (int w = 0; w < o.workers; ++w) {
       auto wk = std::make_unique<Worker>();
       wk->slots = static_cast<Slot*>(::operator new(sizeof(Slot) * o.ring, std::align_val_t(128)));
@@ -538,6 +557,8 @@ class Engine {
     for (Var* v : writes) add(v, false);
     for (Var* v : reads) add(v, true);
     if (n == 0) throw std::invalid_argument("prototype: at least one var");
+    if (opt_.flag_publish && n > kMaxVars - 1)  // the SlotExt's last stamp overlaps the flag
+      throw std::invalid_argument("prototype: --publish=flag takes at most 4 vars");
     std::uint64_t stamps[kMaxVars];
     for (int i = 0; i < n; ++i)
       stamps[i] = (readmask >> i) & 1 ? StampRead(vars[i]) : StampWrite(vars[i]);
@@ -573,6 +594,20 @@ class Engine {
     fill(t);
     wk.p_tail = t + nslots;
     ++wk.p_pushed;
+    if (opt_.flag_publish) {
+      // The slot's flag, last: the worker polls it. Then the sleep flag,
+      // with no fence between: a worker that set it ran a membarrier before
+      // its last look at this slot, which either saw the flag or made its
+      // own store visible to the load below (asymmetric Dekker).
+      if (nslots > 1) wk.slots[(t + 1) & wk.mask].seq.store(0, std::memory_order_relaxed);
+      wk.slots[t & wk.mask].seq.store(static_cast<std::uint32_t>(t + 1), std::memory_order_release);
+      if (opt_.flag_fence) std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (wk.sleeping.load(std::memory_order_relaxed)) [[unlikely]] {
+        wk.sleeping.store(false, std::memory_order_seq_cst);
+        wk.sleeping.notify_one();
+      }
+      return;
+    }
     if (++wk.p_unpublished >= opt_.batch) Publish(wk);
   }
 
@@ -941,9 +976,10 @@ class Engine {
         if (RunNode(wk, n)) wk.completed.store(++completed, std::memory_order_release);
         continue;
       }
-      if (h == tail) {
-        tail = wk.tail.load(std::memory_order_acquire);
-        if (h == tail) {
+      if (h >= tail) {
+        tail =
+            opt_.flag_publish ? h + SlotPublished(wk, h) : wk.tail.load(std::memory_order_acquire);
+        if (h >= tail) {
           if (opt_.steal && Steal(wk)) {
             EndIdle(wk, idling, idle_t0);
             idle = 0;
@@ -969,8 +1005,13 @@ class Engine {
             continue;
           }
           wk.sleeping.store(true, std::memory_order_seq_cst);
-          tail = wk.tail.load(std::memory_order_seq_cst);
-          if (h == tail && !(opt_.steal && PeersHaveReady(wk)) &&
+          if (opt_.flag_publish) {
+            if (!opt_.flag_fence) HeavyBarrier();
+            tail = h + SlotPublished(wk, h);
+          } else {
+            tail = wk.tail.load(std::memory_order_seq_cst);
+          }
+          if (h >= tail && !(opt_.steal && PeersHaveReady(wk)) &&
               !(locked_ready_ && wk.ready_count.load(std::memory_order_seq_cst) != 0)) {
             if (stop_.load(std::memory_order_seq_cst)) return;
             Bump(wk.sleeps);
@@ -1011,6 +1052,17 @@ class Engine {
       std::uint64_t rw = wk.room_wanted.load(std::memory_order_relaxed);
       if (rw != 0 && h >= rw && wk.room_wanted.compare_exchange_strong(rw, 0)) WakePusher();
     }
+  }
+
+  // --publish=flag: 1 when the slot at h is published (its flag says h + 1).
+  static std::uint64_t SlotPublished(Worker& wk, std::uint64_t h) {
+    return wk.slots[h & wk.mask].seq.load(std::memory_order_acquire) ==
+           static_cast<std::uint32_t>(h + 1);
+  }
+  // The heavy side of the asymmetric barrier: every running thread of the
+  // process passes a full barrier before this returns.
+  static void HeavyBarrier() {
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) std::abort();
   }
 
   static void EndIdle(Worker& wk, bool& idling, std::chrono::steady_clock::time_point t0) {
@@ -1393,7 +1445,10 @@ int main(int argc, char** argv) {
       o.ring = ParseU(flag, val);
     else if (flag == "--batch")
       o.batch = ParseU(flag, val);
-    else if (flag == "--prefetch")
+    else if (flag == "--publish" && (val == "flag" || val == "flag-fence" || val == "batch")) {
+      o.flag_publish = val != "batch";
+      o.flag_fence = val == "flag-fence";
+    } else if (flag == "--prefetch")
       o.prefetch = ParseU(flag, val);
     else if (flag == "--spin")
       o.spin = static_cast<int>(ParseU(flag, val));
