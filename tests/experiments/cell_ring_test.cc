@@ -1,8 +1,9 @@
 // CellRing and RingConsumerWaker on their own
 // (bench/experiments/tickets/cell_ring.h): FIFO order of in-place entries
 // across many tiny segments, entries that do not fit at a segment's end,
-// segment reuse (allocations counted while millions of entries pass),
-// batched and immediate publication, destruction of what is left, and
+// segment reuse (allocations counted while millions of entries pass), a
+// reused segment's old bytes never read as a publication, batched and
+// immediate publication, destruction of what is left, and
 // producer / consumer threads racing with the consumer falling asleep, on
 // one ring and on several rings sharing one waker.
 #include "tickets/cell_ring.h"
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -36,11 +38,12 @@ struct Tally {
   explicit Tally(std::size_t n) : constructed(n, 0), destroyed(n, 0) {}
 };
 
-// An entry that fills exactly `Cells` cells: a sequence number and a payload
-// derived from it, so a copy, a move, an overwrite or a torn read shows.
+// An entry that fills exactly `Cells` cells (less the ring's header): a
+// sequence number and a payload derived from it, so a copy, a move, an
+// overwrite or a torn read shows.
 template <std::uint32_t Cells>
-struct alignas(64) Blob {
-  static constexpr std::size_t kWords = Cells * kCellBytes / 8 - 2;
+struct alignas(16) Blob {
+  static constexpr std::size_t kWords = EntryCapacity(Cells) / 8 - 2;
   Blob(std::uint64_t s, Tally* t) : seq(s), tally(t) {
     for (std::size_t i = 0; i < kWords; ++i) words[i] = s * 1000003u + i;
     if (tally != nullptr) ++tally->constructed[seq];
@@ -60,7 +63,7 @@ struct alignas(64) Blob {
   Tally* tally;
   std::uint64_t words[kWords];
 };
-static_assert(sizeof(Blob<1>) == 64 && sizeof(Blob<4>) == 256);
+static_assert(sizeof(Blob<1>) == EntryCapacity(1) && sizeof(Blob<4>) == EntryCapacity(4));
 
 // Calls f(blob) with the Blob type of `cells` cells at `p`.
 template <class F>
@@ -165,7 +168,7 @@ TEST(CellRingTest, FifoInPlaceAcrossManySegments) {
       const std::uint64_t push = std::min<std::uint64_t>(kN - pushed, (pushed * 13) % 11 + 1);
       for (std::uint64_t i = 0; i < push; ++i, ++pushed) {
         where[pushed] = PushBlob(ring, CellsOf(pushed), pushed, &tally, true);
-        ASSERT_EQ(reinterpret_cast<std::uintptr_t>(where[pushed]) % kCellBytes, 0u);
+        ASSERT_EQ(reinterpret_cast<std::uintptr_t>(where[pushed]) % kCellBytes, kEntryHeaderBytes);
       }
       const std::uint64_t pop = (popped * 7) % 10 + (pushed == kN ? kN : 0);
       for (std::uint64_t i = 0; i < pop && popped < pushed; ++i, ++popped) {
@@ -241,6 +244,57 @@ TEST(CellRingTest, SegmentsAreReusedWhileMillionsPass) {
   EXPECT_LE(ring.SegmentsAllocatedForTesting(), 24u + 2u);
   EXPECT_EQ(ring.SegmentsFreedForTesting(), 0u);
   EXPECT_GE(ring.SegmentsAllocatedForTesting(), 2u);
+}
+
+// A cell the consumer polls may have held the inside of a larger entry
+// before its segment was reused. Here every such cell holds exactly the word
+// that would publish the entry the consumer waits for there next (its
+// position + 1): the ring must still report nothing until that entry is
+// pushed.
+TEST(CellRingTest, AReusedSegmentsOldBytesNeverReadAsPublished) {
+  constexpr std::uint32_t kSegmentCells = 4;
+  constexpr std::uint64_t kSegments = 16;
+  constexpr std::size_t kWords = EntryCapacity(4) / 8;
+  struct Raw {
+    std::uint64_t words[kWords];
+  };
+  static_assert(sizeof(Raw) == EntryCapacity(4));
+  CellRingOptions options;
+  options.destroy = [](void*, std::uint32_t) {};
+  options.segment_cells = kSegmentCells;
+  CellRing ring(options);
+  // Lap one: one 4-cell entry per segment, positions 4j (j = 0..15). Cell i
+  // of segment j will hold position 4 * (16 + j) + i in lap two (the spares
+  // come back oldest first, after the 16 segments of lap one); its first
+  // word lies at byte 64 i - 16 of the entry's object.
+  for (std::uint64_t j = 0; j < kSegments; ++j) {
+    Raw* raw = new (ring.Reserve(4)) Raw{};
+    for (std::uint32_t i = 1; i < kSegmentCells; ++i) {
+      raw->words[(i * kCellBytes - kEntryHeaderBytes) / 8] =
+          kSegmentCells * (kSegments + j) + i + 1;
+    }
+    ring.Commit();
+  }
+  for (std::uint64_t j = 0; j < kSegments; ++j) {
+    ASSERT_TRUE(ring.Front()) << j;
+    ring.Pop();
+  }
+  ASSERT_FALSE(ring.Front());
+  // Lap two: one-cell entries, each taken at once; after each, the next cell
+  // (old bytes that match its position) must read as empty.
+  const std::uint64_t allocated = ring.SegmentsAllocatedForTesting();
+  for (std::uint64_t k = 0; k < kSegmentCells * (kSegments - 1); ++k) {
+    new (ring.Reserve(1)) std::uint64_t{k};
+    ring.Commit();
+    const CellRing::Entry e = ring.Front();
+    ASSERT_TRUE(e) << k;
+    ASSERT_EQ(e.cells, 1u);
+    ASSERT_EQ(*static_cast<std::uint64_t*>(e.data), k);
+    ring.Pop();
+    ASSERT_FALSE(ring.Front()) << "a stale cell read as published after entry " << k;
+    ASSERT_FALSE(ring.HasPublishedForWait()) << k;
+  }
+  EXPECT_EQ(ring.SegmentsAllocatedForTesting(), allocated);  // lap two reused lap one's segments
 }
 
 TEST(CellRingTest, SparesBeyondTheLimitAreFreed) {
@@ -418,6 +472,53 @@ TEST(CellRingTest, SeveralRingsShareOneWaker) {
   EXPECT_EQ(consumer.error, "");
   for (int r = 0; r < kRings; ++r) EXPECT_EQ(consumer.next[r], n) << r;
   EXPECT_GE(waker.SleepsForTesting(), n / 5000);
+}
+
+// A producer publishes entry 0 and is delayed before its Notify; the
+// consumer takes entry 0, finds the ring empty and announces a sleep, and
+// the delayed Notify lands right then (the hook runs it), taking the flag.
+// The producer's next entry and Notify must still wake the consumer. (With
+// the epoch read after the announcement, the consumer slept on the epoch
+// that stale Notify had bumped, and the next Notify found no flag: a hang.)
+TEST(CellRingTest, AStaleNotifyDuringTheSleepCheckDoesNotStrandTheConsumer) {
+  RingConsumerWaker waker;
+  CellRing ring(Options(4, &waker));
+  struct HookState {
+    RingConsumerWaker* waker;
+    std::atomic<int> calls{0};
+  } hook{&waker};
+  waker.SetAfterAnnounceHookForTesting(
+      [](void* p) {
+        auto* h = static_cast<HookState*>(p);
+        if (h->calls.fetch_add(1) == 0) h->waker->Notify();  // entry 0's late Notify
+      },
+      &hook);
+  PushBlob(ring, 1, 0, nullptr, true);  // entry 0: nobody sleeps yet
+  std::atomic<int> taken{0};
+  std::atomic<bool> stop{false};
+  std::thread consumer([&] {
+    while (taken.load() < 2 && !stop.load()) {
+      if (const CellRing::Entry e = ring.Front()) {
+        PopBlob(ring, e);
+        taken.fetch_add(1);
+        continue;
+      }
+      waker.SleepUnless([&] { return ring.HasPublishedForWait() || stop.load(); });
+    }
+  });
+  // The consumer took entry 0 and decided to sleep, after the hook's Notify.
+  while (waker.SleepsForTesting() == 0) std::this_thread::yield();
+  PushBlob(ring, 1, 1, nullptr, true);  // entry 1, and its Notify
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (taken.load() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(taken.load(), 2) << "the consumer slept through entry 1's Notify";
+  // After a failure, let the consumer end: it re-checks `stop` after any wake.
+  stop.store(true);
+  waker.WakeForTesting();
+  consumer.join();
+  EXPECT_GE(hook.calls.load(), 1);
 }
 
 TEST(CellRingTest, NotifyWakesASleepingConsumerForOtherWork) {

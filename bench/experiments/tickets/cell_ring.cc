@@ -15,10 +15,6 @@ namespace depengine::internal {
 
 namespace {
 
-std::size_t RoundUpToLine(std::size_t bytes) {
-  return (bytes + kCellBytes - 1) / kCellBytes * kCellBytes;
-}
-
 // A futex on a std::atomic<uint32_t> needs it to be the bare 32-bit word.
 static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -51,56 +47,107 @@ void RingConsumerWaker::WakeEpoch() {
 CellRing::CellRing(const CellRingOptions& options)
     : segment_cells_(options.segment_cells),
       max_spare_segments_(options.max_spare_segments),
-      cells_offset_(kCellBytes + RoundUpToLine(options.segment_cells)),
-      segment_bytes_(cells_offset_ + std::size_t{options.segment_cells} * kCellBytes),
+      segment_bytes_(kCellBytes + std::size_t{options.segment_cells} * kCellBytes),
       destroy_(options.destroy),
       waker_(options.waker) {
   const std::uint32_t s = options.segment_cells;
   if (destroy_ == nullptr || s < kMaxEntryCells || (s & (s - 1)) != 0) std::abort();
   tail_seg_ = AllocateSegment();
+  ClearWord(HeaderAt(tail_seg_, 0));  // the consumer's first look
   oldest_ = tail_seg_;
   head_seg_ = tail_seg_;
+  published_seg_ = tail_seg_;
 }
 
 CellRing::~CellRing() {
   assert(reserved_ == 0);
-  // Destroy the committed entries not popped, walking as Front does.
+  // Destroy the committed entries not popped, walking as Front does, but
+  // by the cell counts (unpublished entries have no word yet).
   Segment* seg = head_seg_;
   std::uint64_t base = head_base_;
   std::uint64_t pos = read_pos_;
   while (pos != write_pos_) {
     std::uint64_t index = pos - base;
     if (index == segment_cells_) {
-      seg = seg->next;
+      seg = seg->next.load(std::memory_order_relaxed);
       base += segment_cells_;
       index = 0;
     }
-    const std::uint32_t cells = Counts(seg)[index];
-    if (cells == 0) {
+    Header* h = HeaderAt(seg, index);
+    if (h->cells == 0) {  // skip marker
       pos = base + segment_cells_;
       continue;
     }
-    destroy_(Cell(seg, index), cells);
-    pos += cells;
+    destroy_(Payload(h), h->cells);
+    pos += h->cells;
   }
   // Free the whole chain, spares first.
   for (Segment* s = oldest_; s != nullptr;) {
-    Segment* next = s->next;
+    Segment* next = s->next.load(std::memory_order_relaxed);
     FreeSegment(s);
     s = next;
   }
 }
 
+void CellRing::Publish() {
+  assert(reserved_ == 0);
+  if (published_pos_ == write_pos_) return;
+  // Walk the committed entries from the last published one, oldest first,
+  // and write their words. The consumer may take each as soon as it is
+  // written; it never looks past the first one not yet written.
+  Segment* seg = published_seg_;
+  std::uint64_t base = published_base_;
+  std::uint64_t pos = published_pos_;
+  while (pos != write_pos_) {
+    std::uint64_t index = pos - base;
+    if (index == segment_cells_) {
+      seg = seg->next.load(std::memory_order_relaxed);  // the producer's own link
+      base += segment_cells_;
+      index = 0;
+    }
+    Header* h = HeaderAt(seg, index);
+    if (h->cells == 0) {  // a skip marker, published when it was written
+      pos = base + segment_cells_;
+      continue;
+    }
+    Word(h).store(pos + 1, std::memory_order_release);  // (a)
+    pos += h->cells;
+  }
+  published_pos_ = pos;
+  published_seg_ = seg;
+  published_base_ = base;
+  if (waker_ != nullptr) waker_->Notify();
+}
+
 CellRing::Segment* CellRing::AllocateSegment() {
   void* raw = ::operator new (segment_bytes_, std::align_val_t{kCellBytes});
   auto* s = static_cast<Segment*>(raw);
-  s->next = nullptr;
+  new (&s->next) std::atomic<Segment*>(nullptr);
   ++segments_allocated_;
   return s;
 }
 
 void CellRing::FreeSegment(Segment* s) {
+  s->next.~atomic();
   ::operator delete (static_cast<void*>(s), std::align_val_t{kCellBytes});
+}
+
+void CellRing::SkipToNextSegment(std::uint64_t index) {
+  Segment* full = tail_seg_;
+  const std::uint64_t pos = write_pos_;
+  NextSegment();  // links the next segment first: a consumer past the marker finds it
+  if (index < segment_cells_) {
+    Header* marker = HeaderAt(full, index);
+    marker->cells = 0;
+    // Published at once: the consumer reaches it only after every entry
+    // before it, so an unpublished one still stops it there.
+    Word(marker).store(pos + 1, std::memory_order_release);
+  }
+  if (published_pos_ == pos) {  // everything before was published: so is the marker
+    published_pos_ = write_pos_;
+    published_seg_ = tail_seg_;
+    published_base_ = tail_base_;
+  }
 }
 
 void CellRing::NextSegment() {
@@ -119,29 +166,30 @@ void CellRing::NextSegment() {
          freed < 2 && left_cached_ - segments_taken_ > std::uint64_t{max_spare_segments_} + 1;
          ++freed) {
       Segment* surplus = oldest_;
-      oldest_ = surplus->next;
+      oldest_ = surplus->next.load(std::memory_order_relaxed);
       ++segments_taken_;
       FreeSegment(surplus);
       ++segments_freed_;
     }
     s = oldest_;
-    oldest_ = s->next;
+    oldest_ = s->next.load(std::memory_order_relaxed);
     ++segments_taken_;
-    s->next = nullptr;
+    s->next.store(nullptr, std::memory_order_relaxed);  // the consumer left it
   } else {
     s = AllocateSegment();
   }
-  tail_seg_->next = s;
+  ClearWord(HeaderAt(s, 0));  // before the link (release) shows it to the consumer
+  tail_seg_->next.store(s, std::memory_order_release);
   tail_seg_ = s;
   tail_base_ += segment_cells_;
   write_pos_ = tail_base_;
 }
 
-void CellRing::LeaveSegment() {
-  Segment* old = head_seg_;
-  head_seg_ = old->next;
+void CellRing::LeaveSegment(Segment* next) {
+  head_seg_ = next;
   head_base_ += segment_cells_;
-  // The last access to `old` (its link, just read) comes before this store.
+  // The last access to the old segment (its link, just read) comes before
+  // this store.
   segments_left_.store(++segments_left_local_, std::memory_order_release);
 }
 

@@ -7,71 +7,94 @@
 // library, which does not use it.
 //
 // Use. The producer calls Reserve(n) for 1 <= n <= kMaxEntryCells contiguous
-// cells, constructs its object there (placement new, any type of at most
-// n * 64 bytes and alignment 64), and calls Commit() (commit and publish) or
-// CommitUnpublished() (commit; a later Publish() makes every committed entry
-// visible at once). The consumer calls Front(), which returns the oldest
-// published entry (its address and cell count) or an empty Entry, uses the
-// object in place, destroys it, and calls Pop(). The ring never copies or
-// moves an entry.
+// cells, constructs its object at the address Reserve returns (placement
+// new, any type of at most EntryCapacity(n) bytes and alignment 16), and
+// calls Commit() (commit and publish) or CommitUnpublished() (commit; a
+// later Publish() makes every committed entry visible). The consumer calls Front(), which returns
+// the oldest published entry (its address and cell count) or an empty Entry, uses the object in
+// place, destroys it, and calls Pop(). The ring never copies or moves an entry.
 //
-// Storage. A segment holds `segment_cells` cells (a power of two, at least
-// kMaxEntryCells), a byte per cell giving the entry's cell count, and a link
-// to the next segment. Cells are numbered by a 64-bit position that only
-// grows; position p lies in cell p % segment_cells of its segment. An entry
-// that does not fit in what is left of a segment makes the producer write a
-// skip marker (count 0) in the first cell left, and the entry goes to the
-// start of the next segment; the consumer skips to the segment's end when it
-// reads a 0. The segments form one chain, oldest first: the ones the
+// Storage. A segment holds a link line (the next segment) and then
+// `segment_cells` cells (a power of two, at least kMaxEntryCells). An entry
+// starts with a 16-byte header in its first cell: its publication word and
+// its cell count; the object follows (so it may be at most
+// EntryCapacity(n) = n * 64 - 16 bytes, aligned to at most 16). Cells are
+// numbered by a 64-bit position that only grows; position p lies in cell
+// p % segment_cells of its segment. An entry that does not fit in what is
+// left of a segment makes the producer write a skip marker (a header with
+// a count of 0) in the first cell left, and the entry goes to the start of
+// the next segment. The segments form one chain, oldest first: the ones the
 // consumer has left (spares), the consumer's, ..., the producer's. When the
 // producer fills its segment it takes the oldest spare off the front of the
-// chain, or allocates one, and links it at the end. It learns how many
-// segments the consumer has left from a counter it reloads only when its
-// cached copy says there is no spare: segments come back in bulk, and the
-// producer loads a consumer-written line about once per segment at most,
-// never per push. Spares beyond `max_spare_segments` are freed (two per
-// segment switch), so memory follows the entries in flight once a burst has
-// drained; a working set above the limit costs a malloc and a free per
+// chain, or allocates one, and links it at the end. It learns how
+// many segments the consumer has left from a counter it reloads only when
+// its cached copy says there is no spare: segments come back in bulk, and
+// the producer loads a consumer-written line about once per segment at
+// most, never per push. Spares beyond `max_spare_segments` are freed (two
+// per segment switch), so memory follows the entries in flight once a burst
+// has drained; a working set above the limit costs a malloc and a free per
 // segment (per 256 entries at the default).
 //
+// Publication: a flag in the entry, not a shared tail. The producer
+// publishes the entry at position p by storing p + 1 in its header's
+// publication word (release), after constructing it; the consumer polls the
+// word of the cell at its read position and takes the entry when it reads
+// its own position + 1 there. A cell the consumer polls may hold anything
+// from a segment's earlier use (an old word, or an object's bytes where an
+// entry's inner cell was), so the producer clears the word of the cell
+// right after each entry when it reserves the entry (and of a segment's
+// first cell before it links the segment): the entry's publication then
+// shows the consumer that zero, or the next entry's own word, there. The
+// consumer thus reads only the cells themselves, which must cross to it
+// anyway: no line is written per push that the consumer polls apart from
+// the entry, and the producer never waits for a line to come back (the
+// thirty-eighth session measured a per-item publication of the shared tail
+// at 72 ns per item on an Intel host, 16 times a batch of 32; see
+// docs/performance.md, "Publishing every push"). CommitUnpublished leaves the
+// word unwritten; Publish walks the committed entries from the last one
+// published and writes their words, oldest first.
+//
 // Memory ordering:
-// - Entries. The producer writes a cell's bytes and its count byte with plain
-//   stores, then stores `published_` (the position up to which entries are
-//   visible) with release, or seq_cst when a waker is attached. The consumer
-//   loads `published_` with acquire, so it sees the entries below it
-//   complete, and then reads them with plain loads. It loads `published_`
-//   only when its cached copy says the ring is empty.
-// - Segment links. The producer writes a segment's `next` before it writes
-//   any cell of the next segment, hence before publishing a position beyond
-//   the segment; the consumer follows `next` only when `published_` (acquire)
-//   is beyond the segment.
+// - Entries. The producer writes an entry (header count, object) with plain
+//   stores and clears the next cell's word (relaxed), then stores the
+//   entry's publication word with release. The consumer loads the word with
+//   acquire, so it sees the entry complete and the next word cleared.
+// - Segment links. The producer links the next segment (release store of
+//   the full segment's `next`) before it writes a skip marker or any cell of
+//   the next segment. The consumer at a segment's end loads `next` with
+//   acquire: null means nothing was published beyond it yet.
 // - Recycling. The consumer's last access to a segment (its last entry's
 //   destruction, the `next` load) comes before its release increment of
 //   `segments_left_`; the producer reuses a segment only after an acquire
 //   load of `segments_left_` counts it, so its new writes come after.
 // - Sleep (RingConsumerWaker, shared by every ring that points to it). The
-//   consumer (1) stores `sleeping_ = 1` (seq_cst), (2) loads `epoch_`
-//   (seq_cst), (3) re-checks every ring with a seq_cst load of `published_`
-//   (and any other work source), and sleeps only if all are empty and
-//   `epoch_` still holds what (2) read (a futex wait on `epoch_`). A producer
-//   (a) stores `published_` (seq_cst), then (b) loads `sleeping_` (seq_cst);
-//   if it is set, (c) exchanges it to 0 and, when it took the 1, (d)
-//   increments `epoch_` (seq_cst) and wakes the futex. In the single total
-//   order of seq_cst operations, either (3) comes after (a) and sees the
-//   entry, or (b) comes after (1) and sees the flag: then whichever producer
-//   takes the 1 in (c) increments `epoch_` after it, and the consumer either
-//   read that increment in (2) (so (a) happened before (3), which sees the
-//   entry) or finds `epoch_` changed at its wait (the futex checks the value
-//   atomically with going to sleep). A producer whose (c) finds 0 lost the
-//   race to another producer's (c), whose (d) ends this sleep, or to the
-//   consumer's own reset (it found work or woke): either way its (c)
-//   precedes the consumer's next (1) in `sleeping_`'s modification order,
-//   so its (a) precedes that sleep's (3), which sees the entry. No wake-up
-//   is lost. When the consumer is awake
-//   `sleeping_` stays 0 and is not written, so the producer's (b) reads a
-//   line that stays shared in its cache: on the common path the producer
-//   loads no line the consumer writes, and the consumer never writes a line
-//   the producer writes.
+//   consumer (0) loads `epoch_`, (1) stores `sleeping_ = 1` (release),
+//   (2) passes HeavyBarrier (tickets/asymmetric_barrier.h), (3) re-checks
+//   every ring (HasPublishedForWait) and any other work source, and sleeps
+//   only if all are empty and `epoch_` still holds what (0) read (a futex
+//   wait on `epoch_`); then it resets `sleeping_` to 0. A producer (a)
+//   publishes its entry, (b) passes LightBarrier and loads `sleeping_`; if
+//   it is set, (c) exchanges it to 0 and, when it took the 1, (d)
+//   increments `epoch_` and wakes the futex. Take a publication (a) that
+//   the consumer's (3) misses. The two barriers order (a) before (b) and
+//   (1) before (3) as two full fences would, so (b) does not read a value
+//   older than (1)'s: it reads (1)'s 1, or a 0 that a producer's (c) wrote
+//   when it took (1)'s 1 (the consumer resets only after its wait). Either
+//   way some producer's (c) takes (1)'s 1, so that exchange comes after
+//   (1), which comes after (0) (a release store after the load), and its (d)
+//   increments `epoch_` after (0) read it: the futex wait finds `epoch_`
+//   changed, or is woken. No wake-up is lost.
+//   The order matters: with `epoch_` loaded after (1), a producer whose
+//   (b)-(d) for an older entry, one the consumer had already taken, fell
+//   between (1) and that load took the flag and bumped `epoch_` before the
+//   consumer read it; the consumer then slept on the new value with nobody
+//   left to wake it. The thirty-eighth session found that hang in the
+//   depengine-micro hand-off (about one run in three once HeavyBarrier made
+//   the window microseconds long); `CellRingTest.AStaleNotifyDuringTheSleep
+//   CheckDoesNotStrandTheConsumer` replays it through a test hook.
+//   When the consumer is awake `sleeping_` stays 0 and is not written, so
+//   the producer's (b) reads a line that stays shared in its cache, and with
+//   membarrier the producer passes no fence at all.
 #pragma once
 
 #include <atomic>
@@ -80,12 +103,21 @@
 #include <cstdint>
 #include <new>
 
+#include "tickets/asymmetric_barrier.h"
+
 namespace depengine::internal {
 
 // The size and alignment of one cell.
 inline constexpr std::size_t kCellBytes = 64;
 // The most cells one entry may take.
 inline constexpr std::uint32_t kMaxEntryCells = 4;
+// The bytes of an entry's first cell that its header takes; the object
+// follows them, aligned to 16.
+inline constexpr std::size_t kEntryHeaderBytes = 16;
+// The most bytes an object of an entry of `cells` cells may take.
+constexpr std::size_t EntryCapacity(std::uint32_t cells) {
+  return cells * kCellBytes - kEntryHeaderBytes;
+}
 
 // The wake-up of one consumer thread, shared by every ring (and any other
 // work source) it serves: the consumer sleeps once for all of them, and any
@@ -93,20 +125,23 @@ inline constexpr std::uint32_t kMaxEntryCells = 4;
 // ring that points to it. See "Sleep" in the header's Memory ordering.
 class RingConsumerWaker {
  public:
-  RingConsumerWaker() = default;
+  RingConsumerWaker() { (void)AsymmetricBarrierUsesMembarrier(); }  // decide it now, off the paths
   RingConsumerWaker(const RingConsumerWaker&) = delete;
   RingConsumerWaker& operator=(const RingConsumerWaker&) = delete;
 
   // Sleeps until a producer calls Notify, unless `has_work()` returns true
   // once the sleep is announced. `has_work` must check every source this
-  // consumer serves with seq_cst loads (CellRing::HasPublishedForWait for a
-  // ring). May return without work (a wake-up meant for an earlier sleep):
-  // the caller polls again. The consumer thread only.
+  // consumer serves (CellRing::HasPublishedForWait for a ring; any load, at
+  // least acquire, for other sources). May return without work (a wake-up
+  // meant for an earlier sleep): the caller polls again. The consumer
+  // thread only.
   template <class HasWork>
   void SleepUnless(HasWork&& has_work) {
-    sleeping_.store(1, std::memory_order_seq_cst);                       // (1)
-    const std::uint32_t epoch = epoch_.load(std::memory_order_seq_cst);  // (2)
-    if (!has_work()) {                                                   // (3)
+    const std::uint32_t epoch = epoch_.load(std::memory_order_seq_cst);  // (0)
+    sleeping_.store(1, std::memory_order_release);                       // (1)
+    HeavyBarrier();                                                      // (2)
+    if (after_announce_for_testing_ != nullptr) after_announce_for_testing_(hook_arg_);
+    if (!has_work()) {  // (3)
       sleeps_.store(sleeps_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       WaitWhileEpoch(epoch);
     }
@@ -116,9 +151,11 @@ class RingConsumerWaker {
   }
 
   // Wakes the consumer if it sleeps or is about to. Call it after making
-  // work visible with a seq_cst store (CellRing::Publish does). Any thread.
+  // work visible (any store, release or stronger, that `has_work` loads);
+  // it passes the light barrier itself. Any thread.
   void Notify() {
-    if (sleeping_.load(std::memory_order_seq_cst) == 0) return;         // (b)
+    LightBarrier();                                                     // (b)
+    if (sleeping_.load(std::memory_order_relaxed) == 0) return;         // (b)
     if (sleeping_.exchange(0, std::memory_order_seq_cst) == 0) return;  // (c)
     epoch_.fetch_add(1, std::memory_order_seq_cst);                     // (d)
     WakeEpoch();
@@ -129,6 +166,17 @@ class RingConsumerWaker {
   // publishes, and waits for it to grow, so that its next publish must wake
   // a sleeping consumer).
   std::uint64_t SleepsForTesting() const { return sleeps_.load(std::memory_order_relaxed); }
+  // Tests: `hook(arg)` runs inside SleepUnless after the sleep is announced
+  // (after (2)) and before the re-check; set it before the consumer starts.
+  void SetAfterAnnounceHookForTesting(void (*hook)(void*), void* arg) {
+    after_announce_for_testing_ = hook;
+    hook_arg_ = arg;
+  }
+  // Tests: wakes the consumer whether or not it announced a sleep.
+  void WakeForTesting() {
+    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    WakeEpoch();
+  }
 
  private:
   void WaitWhileEpoch(std::uint32_t epoch);  // futex wait while epoch_ == epoch
@@ -136,8 +184,9 @@ class RingConsumerWaker {
 
   // 1 while the consumer is about to sleep or sleeps. Written by the
   // consumer ((1), and 0 on return) and, only while it is 1, exchanged by
-  // the producer that wakes it; read (seq_cst) by every publish. Its own
-  // line: it changes only around a sleep.
+  // the producer that wakes it; read by every publish after its light
+  // barrier (relaxed: the asymmetric barrier orders it, see the header).
+  // Its own line: it changes only around a sleep.
   alignas(64) std::atomic<std::uint32_t> sleeping_{0};
   // Sleeps taken: written (relaxed) by the consumer before each futex wait,
   // read by tests; orders nothing.
@@ -146,12 +195,17 @@ class RingConsumerWaker {
   // consumer, read by the consumer around its sleep. Its own line: written
   // only by wake-ups.
   alignas(64) std::atomic<std::uint32_t> epoch_{0};
+  // SetAfterAnnounceHookForTesting's hook; null outside tests. Set before
+  // the consumer starts, read by it only.
+  void (*after_announce_for_testing_)(void*) = nullptr;
+  void* hook_arg_ = nullptr;
 };
 
 // The options of a CellRing.
 struct CellRingOptions {
   // Destroys an entry that is still in the ring when the ring is destroyed
-  // (committed, published or not, and not popped). Required.
+  // (committed, published or not, and not popped); gets the object's
+  // address and the entry's cell count. Required.
   void (*destroy)(void* entry, std::uint32_t cells) = nullptr;
   // Cells per segment: a power of two, at least kMaxEntryCells.
   std::uint32_t segment_cells = 256;
@@ -159,14 +213,14 @@ struct CellRingOptions {
   // more are freed. 64 segments of 256 cells: 1 MiB.
   std::uint32_t max_spare_segments = 64;
   // The consumer's waker, or nullptr (the consumer never sleeps on this
-  // ring; publishing is then a release store).
+  // ring; publishing is then the release store alone).
   RingConsumerWaker* waker = nullptr;
 };
 
 class CellRing {
  public:
-  // One entry as the consumer sees it: its first cell and its cell count;
-  // `data` is nullptr when the ring had nothing published.
+  // One entry as the consumer sees it: its object's address and its cell
+  // count; `data` is nullptr when the ring had nothing published.
   struct Entry {
     void* data = nullptr;
     std::uint32_t cells = 0;
@@ -184,24 +238,40 @@ class CellRing {
 
   // --- the producer thread only ---
 
-  // Returns `n` contiguous, 64-aligned cells (1 <= n <= kMaxEntryCells) to
-  // construct one entry in. Moves to a new segment when the entry does not
-  // fit in the current one. Must be followed by Commit or CommitUnpublished
-  // before the next Reserve.
+  // Returns room for an object of up to EntryCapacity(n) bytes, aligned to
+  // 16, in `n` contiguous cells (1 <= n <= kMaxEntryCells). Moves to a new
+  // segment when the entry does not fit in the current one. Must be
+  // followed by Commit or CommitUnpublished before the next Reserve.
   void* Reserve(std::uint32_t n) {
     assert(n >= 1 && n <= kMaxEntryCells && reserved_ == 0);
     std::uint64_t index = write_pos_ - tail_base_;
     if (index + n > segment_cells_) {
-      if (index < segment_cells_) Counts(tail_seg_)[index] = 0;  // skip marker
-      NextSegment();
+      SkipToNextSegment(index);
       index = 0;
     }
-    Counts(tail_seg_)[index] = static_cast<std::uint8_t>(n);
+    // Clear the word after this entry, where the consumer looks next.
+    if (index + n < segment_cells_) ClearWord(HeaderAt(tail_seg_, index + n));
+    Header* h = HeaderAt(tail_seg_, index);
+    h->cells = n;
     reserved_ = n;
-    return Cell(tail_seg_, index);
+    reserved_header_ = h;
+    return Payload(h);
   }
   // Commits the reserved entry and publishes every committed one.
   void Commit() {
+    assert(reserved_ != 0);
+    if (published_pos_ == write_pos_) {
+      // Nothing older waits: publish this entry alone, without the walk.
+      const std::uint64_t pos = write_pos_;
+      write_pos_ += reserved_;
+      reserved_ = 0;
+      Word(reserved_header_).store(pos + 1, std::memory_order_release);  // (a)
+      published_pos_ = write_pos_;
+      published_seg_ = tail_seg_;
+      published_base_ = tail_base_;
+      if (waker_ != nullptr) waker_->Notify();
+      return;
+    }
     CommitUnpublished();
     Publish();
   }
@@ -211,19 +281,9 @@ class CellRing {
     write_pos_ += reserved_;
     reserved_ = 0;
   }
-  // Makes every committed entry visible to the consumer, and wakes it if it
-  // sleeps on the waker. Not while a reservation is open.
-  void Publish() {
-    assert(reserved_ == 0);
-    if (write_pos_ == last_published_) return;
-    last_published_ = write_pos_;
-    if (waker_ == nullptr) {
-      published_.store(write_pos_, std::memory_order_release);
-    } else {
-      published_.store(write_pos_, std::memory_order_seq_cst);  // (a)
-      waker_->Notify();
-    }
-  }
+  // Makes every committed entry visible to the consumer, oldest first, and
+  // wakes it if it sleeps on the waker. Not while a reservation is open.
+  void Publish();
   // Segments this ring has allocated (tests: memory stays bounded). The
   // producer thread, or any thread after joining it.
   std::uint64_t SegmentsAllocatedForTesting() const { return segments_allocated_; }
@@ -236,22 +296,22 @@ class CellRing {
   // entry until Pop.
   Entry Front() {
     for (;;) {
-      if (read_pos_ == visible_) {
-        visible_ = published_.load(std::memory_order_acquire);
-        if (read_pos_ == visible_) return {};
-      }
       std::uint64_t index = read_pos_ - head_base_;
       if (index == segment_cells_) {
-        LeaveSegment();
+        Segment* next = head_seg_->next.load(std::memory_order_acquire);
+        if (next == nullptr) return {};
+        LeaveSegment(next);
         index = 0;
       }
-      const std::uint32_t cells = Counts(head_seg_)[index];
+      Header* h = HeaderAt(head_seg_, index);
+      if (Word(h).load(std::memory_order_acquire) != read_pos_ + 1) return {};
+      const std::uint32_t cells = h->cells;
       if (cells == 0) {  // skip marker: the entry is at the next segment's start
         read_pos_ = head_base_ + segment_cells_;
         continue;
       }
       front_cells_ = cells;
-      return {Cell(head_seg_, index), cells};
+      return {Payload(h), cells};
     }
   }
   // Removes the entry Front returned; the consumer has destroyed it.
@@ -260,42 +320,67 @@ class CellRing {
     read_pos_ += front_cells_;
     front_cells_ = 0;
   }
-  // True when the producer has published an entry the consumer has not
-  // popped: the seq_cst re-check of RingConsumerWaker::SleepUnless.
+  // True when Front may find an entry: the re-check of
+  // RingConsumerWaker::SleepUnless. May say true for a skip marker or a
+  // linked segment with nothing in it yet (the consumer then polls once
+  // more, and the next re-check looks past them); never false while an
+  // entry it has not popped is published.
   bool HasPublishedForWait() const {
-    return published_.load(std::memory_order_seq_cst) != read_pos_;
+    const std::uint64_t index = read_pos_ - head_base_;
+    if (index == segment_cells_) return head_seg_->next.load(std::memory_order_acquire) != nullptr;
+    return Word(HeaderAt(head_seg_, index)).load(std::memory_order_acquire) == read_pos_ + 1;
   }
 
  private:
-  // A segment: its link line, then a count byte per cell (padded to a line),
-  // then the cells. Allocated raw, 64-aligned; never constructed as a whole.
+  // A segment: its link line, then the cells. Allocated raw, 64-aligned;
+  // only the link is constructed.
   struct Segment {
     // The next segment in the chain, or nullptr. Written by the producer
-    // (when it links the next segment, before publishing into it, and when it
-    // takes a spare off the chain's front); read by the consumer after
-    // acquiring a position beyond this segment, and by the producer.
-    Segment* next;
+    // (release, when it links the next segment, before it writes a skip
+    // marker or publishes into it; relaxed, when it takes a spare off the
+    // chain's front, which the consumer has left); read (acquire) by the
+    // consumer at the segment's end, and by the producer.
+    std::atomic<Segment*> next;
   };
-  // The count byte of each cell of `s` (the line after the link).
-  static std::uint8_t* Counts(Segment* s) {
-    return reinterpret_cast<std::uint8_t*>(s) + kCellBytes;
+  // The start of an entry's first cell, in raw memory.
+  struct Header {
+    // The publication word (accessed through Word): the entry's position + 1
+    // once it is published; 0 (cleared by the producer) or the next entry's
+    // word before. Stored (release, or relaxed to clear) by the producer,
+    // loaded (acquire) by the consumer.
+    std::uint64_t published;
+    // The entry's cell count, 0 for a skip marker. Written by the producer
+    // before `published`, read by the consumer after it (and by the
+    // producer's Publish walk and the destructor).
+    std::uint32_t cells;
+  };
+  static_assert(sizeof(Header) <= kEntryHeaderBytes);
+  static_assert(std::atomic_ref<std::uint64_t>::required_alignment <= alignof(std::uint64_t));
+
+  static std::atomic_ref<std::uint64_t> Word(Header* h) {
+    return std::atomic_ref<std::uint64_t>(h->published);
   }
-  // Cell `index` of `s` (after the count lines).
-  void* Cell(Segment* s, std::uint64_t index) const {
-    return reinterpret_cast<std::byte*>(s) + cells_offset_ + index * kCellBytes;
+  static void ClearWord(Header* h) { Word(h).store(0, std::memory_order_relaxed); }
+
+  Header* HeaderAt(Segment* s, std::uint64_t index) const {
+    return reinterpret_cast<Header*>(reinterpret_cast<std::byte*>(s) + kCellBytes +
+                                     index * kCellBytes);
   }
+  static void* Payload(Header* h) { return reinterpret_cast<std::byte*>(h) + kEntryHeaderBytes; }
 
   Segment* AllocateSegment();
   void FreeSegment(Segment* s);
+  // The producer: links a spare or a new segment after its full one and
+  // leaves a skip marker at `index` of the old one if cells are left there.
+  void SkipToNextSegment(std::uint64_t index);
   // The producer: links a spare or a new segment after its full one.
   void NextSegment();
-  // The consumer: moves to the next segment and gives the old one back.
-  void LeaveSegment();
+  // The consumer: moves to `next` and gives the old segment back.
+  void LeaveSegment(Segment* next);
 
   // --- set at construction, read by both ---
   const std::uint32_t segment_cells_;
   const std::uint32_t max_spare_segments_;
-  const std::size_t cells_offset_;  // bytes from a segment's start to its first cell
   const std::size_t segment_bytes_;
   void (*const destroy_)(void*, std::uint32_t);
   RingConsumerWaker* const waker_;
@@ -304,25 +389,23 @@ class CellRing {
   alignas(64) Segment* tail_seg_;     // the segment the producer writes into
   std::uint64_t tail_base_ = 0;       // position of tail_seg_'s first cell
   std::uint64_t write_pos_ = 0;       // end of the committed entries
-  std::uint64_t last_published_ = 0;  // the last value stored to published_
   std::uint32_t reserved_ = 0;        // cells of the open reservation, or 0
+  Header* reserved_header_ = nullptr;  // its header
+  // End of the published entries, and the segment (and its first position)
+  // that holds that position: where Publish's walk starts.
+  std::uint64_t published_pos_ = 0;
+  Segment* published_seg_;
+  std::uint64_t published_base_ = 0;
   Segment* oldest_;                   // the chain's front (oldest spare or the consumer's)
   std::uint64_t segments_taken_ = 0;  // segments taken off the chain's front
   std::uint64_t left_cached_ = 0;     // the producer's copy of segments_left_
   std::uint64_t segments_allocated_ = 0;
   std::uint64_t segments_freed_ = 0;
 
-  // End of the published entries. Stored by the producer (release, or
-  // seq_cst with a waker: step (a)); loaded by the consumer (acquire when its
-  // copy runs out, seq_cst in HasPublishedForWait). Its own line: the
-  // consumer's loads do not take the producer's private line.
-  alignas(64) std::atomic<std::uint64_t> published_{0};
-
   // --- the consumer's line: the consumer only ---
   alignas(64) Segment* head_seg_;          // the segment the consumer reads
   std::uint64_t head_base_ = 0;            // position of head_seg_'s first cell
   std::uint64_t read_pos_ = 0;             // start of the oldest entry not popped
-  std::uint64_t visible_ = 0;              // the consumer's copy of published_
   std::uint32_t front_cells_ = 0;          // cells of the entry Front returned
   std::uint64_t segments_left_local_ = 0;  // the value of segments_left_
 
