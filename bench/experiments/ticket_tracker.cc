@@ -601,7 +601,11 @@ class Engine {
       // own store visible to the load below (asymmetric Dekker).
       if (nslots > 1) wk.slots[(t + 1) & wk.mask].seq.store(0, std::memory_order_relaxed);
       wk.slots[t & wk.mask].seq.store(static_cast<std::uint32_t>(t + 1), std::memory_order_release);
-      if (opt_.flag_fence) std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (opt_.flag_fence) {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+      } else {
+        std::atomic_signal_fence(std::memory_order_seq_cst);  // keeps the compiler in order
+      }
       if (wk.sleeping.load(std::memory_order_relaxed)) [[unlikely]] {
         wk.sleeping.store(false, std::memory_order_seq_cst);
         wk.sleeping.notify_one();
