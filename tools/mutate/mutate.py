@@ -531,6 +531,39 @@ MUTATIONS = {
         "",
         "an object put below the scan's position in its region is never found",
     ),
+    # The ticket design's parts (bench/experiments/tickets/; their tests are
+    # in tests/experiments/ and build with the suite).
+    "heavy_barrier_only_a_fence": (
+        "bench/experiments/tickets/asymmetric_barrier.cc",
+        "    if (Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;",
+        "    SeqCstFence();\n    if (errno != -1) return;",
+        "the heavy side of the asymmetric barrier a fence of its own thread only",
+    ),
+    "ring_no_clear_ahead": (
+        "bench/experiments/tickets/cell_ring.h",
+        "    if (index + n < segment_cells_) ClearWord(HeaderAt(tail_seg_, index + n));",
+        "",
+        "the cell after an entry keeps its old bytes until its own entry is published",
+    ),
+    "ring_any_word_publishes": (
+        "bench/experiments/tickets/cell_ring.h",
+        "      if (Word(h).load(std::memory_order_acquire) != read_pos_ + 1) return {};",
+        "      if (Word(h).load(std::memory_order_acquire) == 0) return {};",
+        "any non-zero publication word (an old one) taken as this entry's",
+    ),
+    "waker_epoch_after_announce": (
+        "bench/experiments/tickets/cell_ring.h",
+        "    const std::uint32_t epoch = epoch_.load(std::memory_order_seq_cst);  // (0)\n"
+        "    sleeping_.store(1, std::memory_order_release);                       // (1)\n"
+        "    HeavyBarrier();                                                      // (2)\n"
+        "    if (after_announce_for_testing_ != nullptr) after_announce_for_testing_(hook_arg_);\n",
+        "    sleeping_.store(1, std::memory_order_release);                       // (1)\n"
+        "    HeavyBarrier();                                                      // (2)\n"
+        "    if (after_announce_for_testing_ != nullptr) after_announce_for_testing_(hook_arg_);\n"
+        "    const std::uint32_t epoch = epoch_.load(std::memory_order_seq_cst);  // (0)\n",
+        "the consumer reads the futex word after announcing its sleep (the lost wake-up fixed in "
+        "the thirty-eighth session)",
+    ),
 }
 
 
