@@ -41,6 +41,10 @@
 //  - Waiting: an idle worker spins (`--spin` polls, yielding every 64), then
 //    sleeps on a futex; the pusher wakes it when it publishes (a seq_cst
 //    store of the tail, then a load of the worker's flag: once per batch).
+//    `--publish=flag` publishes every push by a word in its slot instead
+//    (no tail; the pusher passes a compiler barrier only, and a worker about
+//    to sleep runs membarrier), `--publish=flag-fence` the same with a fence
+//    on the pusher: docs/performance.md, "Publishing every push".
 //    A pusher that waits (ring full, WaitForAll) spins briefly, then sleeps
 //    on a futex that a worker bumps when it passes the head the pusher wants
 //    or runs dry: on two cores, a spinning waiter takes a worker's core.
