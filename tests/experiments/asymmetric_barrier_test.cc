@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -29,22 +30,44 @@ void Pause() {
 #endif
 }
 
+// A cycle counter both threads read, to start each round's two halves at
+// the same moment (a reordering needs both in flight at once). Elsewhere a
+// steady clock.
+std::uint64_t Now() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_ia32_rdtsc();
+#else
+  return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+#endif
+}
+#if defined(__x86_64__) || defined(__i386__)
+constexpr std::uint64_t kStartDelay = 4000;  // cycles: ~1-2 us, longer than `go`'s hand-off
+#else
+constexpr std::uint64_t kStartDelay = 2000;  // ns
+#endif
+
+void SpinUntil(std::uint64_t t) {
+  while (Now() < t) Pause();
+}
+
 TEST(AsymmetricBarrierTest, TheTwoSidesNeverBothMissTheOtherSidesStore) {
   RecordProperty("membarrier", AsymmetricBarrierUsesMembarrier() ? "yes" : "no (full fences)");
-  const std::uint64_t rounds = Scaled(100'000);
+  const std::uint64_t rounds = Scaled(200'000);
   // Each round r stores r into the thread's own word; a load that returns
   // less than r missed this round's store. Own lines, so that each store
-  // must fetch its line from the other core (a long wait in the store
-  // buffer, the window the barrier has to close).
+  // must take its line back from the other core (a long wait in the store
+  // buffer: the window the barrier has to close).
   alignas(64) std::atomic<std::uint64_t> light_word{0};
   alignas(64) std::atomic<std::uint64_t> heavy_word{0};
-  alignas(64) std::atomic<std::uint64_t> go{0};          // round the light side may start
+  alignas(64) std::atomic<std::uint64_t> go{0};  // round the light side may start
+  std::atomic<std::uint64_t> start_at{0};        // when both halves start (Now()); before go
   alignas(64) std::atomic<std::uint64_t> light_done{0};  // round the light side finished
   std::vector<std::uint64_t> seen_by_light(rounds + 1), seen_by_heavy(rounds + 1);
 
   std::thread light([&] {
     for (std::uint64_t r = 1; r <= rounds; ++r) {
       while (go.load(std::memory_order_acquire) != r) Pause();
+      SpinUntil(start_at.load(std::memory_order_relaxed));
       light_word.store(r, std::memory_order_relaxed);
       LightBarrier();
       seen_by_light[r] = heavy_word.load(std::memory_order_relaxed);
@@ -52,7 +75,10 @@ TEST(AsymmetricBarrierTest, TheTwoSidesNeverBothMissTheOtherSidesStore) {
     }
   });
   for (std::uint64_t r = 1; r <= rounds; ++r) {
+    const std::uint64_t t = Now() + kStartDelay;
+    start_at.store(t, std::memory_order_relaxed);
     go.store(r, std::memory_order_release);
+    SpinUntil(t);
     heavy_word.store(r, std::memory_order_relaxed);
     HeavyBarrier();
     seen_by_heavy[r] = light_word.load(std::memory_order_relaxed);

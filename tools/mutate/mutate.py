@@ -545,12 +545,6 @@ MUTATIONS = {
         "",
         "the cell after an entry keeps its old bytes until its own entry is published",
     ),
-    "ring_any_word_publishes": (
-        "bench/experiments/tickets/cell_ring.h",
-        "      if (Word(h).load(std::memory_order_acquire) != read_pos_ + 1) return {};",
-        "      if (Word(h).load(std::memory_order_acquire) == 0) return {};",
-        "any non-zero publication word (an old one) taken as this entry's",
-    ),
     "waker_epoch_after_announce": (
         "bench/experiments/tickets/cell_ring.h",
         "    const std::uint32_t epoch = epoch_.load(std::memory_order_seq_cst);  // (0)\n"

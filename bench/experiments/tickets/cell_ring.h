@@ -44,7 +44,9 @@
 // entry's inner cell was), so the producer clears the word of the cell
 // right after each entry when it reserves the entry (and of a segment's
 // first cell before it links the segment): the entry's publication then
-// shows the consumer that zero, or the next entry's own word, there. The
+// shows the consumer that zero, or the next entry's own word, there. (So
+// the consumer's comparison with its position is a second guard: with the
+// clears, a cell it polls holds 0 or its own entry's word.) The
 // consumer thus reads only the cells themselves, which must cross to it
 // anyway: no line is written per push that the consumer polls apart from
 // the entry, and the producer never waits for a line to come back (the
