@@ -61,26 +61,12 @@ CellRing::CellRing(const CellRingOptions& options)
 
 CellRing::~CellRing() {
   assert(reserved_ == 0);
-  // Destroy the committed entries not popped, walking as Front does, but
-  // by the cell counts (unpublished entries have no word yet).
+  // Destroy the committed entries not popped, oldest first (published or
+  // not: the walk goes by the cell counts).
   Segment* seg = head_seg_;
   std::uint64_t base = head_base_;
-  std::uint64_t pos = read_pos_;
-  while (pos != write_pos_) {
-    std::uint64_t index = pos - base;
-    if (index == segment_cells_) {
-      seg = seg->next.load(std::memory_order_relaxed);
-      base += segment_cells_;
-      index = 0;
-    }
-    Header* h = HeaderAt(seg, index);
-    if (h->cells == 0) {  // skip marker
-      pos = base + segment_cells_;
-      continue;
-    }
-    destroy_(Payload(h), h->cells);
-    pos += h->cells;
-  }
+  WalkEntries(seg, base, read_pos_, write_pos_,
+              [&](Header* h, std::uint64_t) { destroy_(Payload(h), h->cells); });
   // Free the whole chain, spares first.
   for (Segment* s = oldest_; s != nullptr;) {
     Segment* next = s->next.load(std::memory_order_relaxed);
@@ -92,30 +78,14 @@ CellRing::~CellRing() {
 void CellRing::Publish() {
   assert(reserved_ == 0);
   if (published_pos_ == write_pos_) return;
-  // Walk the committed entries from the last published one, oldest first,
-  // and write their words. The consumer may take each as soon as it is
-  // written; it never looks past the first one not yet written.
-  Segment* seg = published_seg_;
-  std::uint64_t base = published_base_;
-  std::uint64_t pos = published_pos_;
-  while (pos != write_pos_) {
-    std::uint64_t index = pos - base;
-    if (index == segment_cells_) {
-      seg = seg->next.load(std::memory_order_relaxed);  // the producer's own link
-      base += segment_cells_;
-      index = 0;
-    }
-    Header* h = HeaderAt(seg, index);
-    if (h->cells == 0) {  // a skip marker, published when it was written
-      pos = base + segment_cells_;
-      continue;
-    }
-    Word(h).store(pos + 1, std::memory_order_release);  // (a)
-    pos += h->cells;
-  }
-  published_pos_ = pos;
-  published_seg_ = seg;
-  published_base_ = base;
+  // Write the words of the committed entries from the last published one,
+  // oldest first. The consumer may take each as soon as it is written; it
+  // never looks past the first one not yet written.
+  WalkEntries(published_seg_, published_base_, published_pos_, write_pos_,
+              [](Header* h, std::uint64_t pos) {
+                Word(h).store(pos + 1, std::memory_order_release);  // (a)
+              });
+  published_pos_ = write_pos_;
   if (waker_ != nullptr) waker_->Notify();
 }
 

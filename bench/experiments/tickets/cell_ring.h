@@ -370,6 +370,30 @@ class CellRing {
   }
   static void* Payload(Header* h) { return reinterpret_cast<std::byte*>(h) + kEntryHeaderBytes; }
 
+  // Calls visit(header, position) for each entry from position `pos` up to
+  // `end`, oldest first, stepping over skip markers (which a walk never
+  // visits) by the producer's cell counts; `seg` and `base` are the segment
+  // holding `pos` and its first position, and are left at the segment
+  // holding `end`. The producer thread, or the destructor.
+  template <class Visit>
+  void WalkEntries(Segment*& seg, std::uint64_t& base, std::uint64_t pos, std::uint64_t end,
+                   Visit&& visit) {
+    while (pos != end) {
+      std::uint64_t index = pos - base;
+      if (index == segment_cells_) {
+        seg = seg->next.load(std::memory_order_relaxed);  // the producer's own link
+        base += segment_cells_;
+        index = 0;
+      }
+      Header* h = HeaderAt(seg, index);
+      if (h->cells == 0) {  // a skip marker (published when it was written)
+        pos = base + segment_cells_;
+        continue;
+      }
+      visit(h, pos);
+      pos += h->cells;
+    }
+  }
   Segment* AllocateSegment();
   void FreeSegment(Segment* s);
   // The producer: links a spare or a new segment after its full one and
