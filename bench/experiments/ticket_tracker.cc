@@ -168,6 +168,13 @@ struct Options {
   // ticket is taken by a locked fetch_add and the ring slot claimed by one
   // (both on lines only pushers write). Still one pusher here.
   bool locked = false;
+  // --biased: the fast path of a var owned by the thread that pushes to it,
+  // the way a multi-threaded engine could avoid --locked's instructions:
+  // check ownership, mark the var busy, a compiler barrier, check that no
+  // other thread asked for the var (a thief would set that flag, pass a
+  // membarrier and wait for busy to clear), stamp, clear busy. Only the
+  // fast path is modelled: the prototype has one pusher, so nobody steals.
+  bool biased = false;
   // --pin (=mixed): the pusher on CPU 0, worker 0 on CPU 1, worker 1 on
   // CPU 0; --pin=split: the pusher on CPU 0, both workers on CPU 1. An
   // experiment: every slot then crosses cores (W1's chain, half of W2 with
@@ -257,6 +264,12 @@ struct Var {
   std::uint64_t reads_since = 0;    // reads pushed since the last write
   std::uint64_t magic = kVarMagic;  // a handle check, as the engine's
   std::uint32_t home = 0;
+  // --biased: the owning thread's token, its busy flag, and the flag another
+  // pusher would raise to take the var over (written by the owner and a
+  // thief only; relaxed here, ordered by the asymmetric barrier).
+  std::atomic<std::uint32_t> owner{1};
+  std::atomic<std::uint32_t> busy{0};
+  std::atomic<std::uint32_t> wanted{0};
   // Worker side: workers only. `state` = (writes done, reads done since the
   // last write). A write's completion stores (W + 1, 0): while a write runs no
   // other function of the var can run, so it is the only writer then. A
@@ -525,7 +538,22 @@ class Engine {
     return w;
   }
   // Pusher-side stamps: only the pusher's lines are read or written.
+  // --biased: the owner's entry to and exit from its var's push side.
+  static void BiasedEnter(Var* v) {
+    if (v->owner.load(std::memory_order_relaxed) != 1) std::abort();  // one pusher: token 1
+    v->busy.store(1, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (v->wanted.load(std::memory_order_relaxed) != 0) std::abort();  // nobody steals here
+  }
+  static void BiasedExit(Var* v) { v->busy.store(0, std::memory_order_release); }
   std::uint64_t StampWrite(Var* v) {
+    if (opt_.biased) {
+      BiasedEnter(v);
+      const std::uint64_t stamp = (v->writes_pushed++ << 32) | v->reads_since;
+      v->reads_since = 0;
+      BiasedExit(v);
+      return stamp;
+    }
     const std::uint64_t r = v->reads_since;
     v->reads_since = 0;
     if (!opt_.locked) return (v->writes_pushed++ << 32) | r;
@@ -534,8 +562,11 @@ class Engine {
            r;
   }
   std::uint64_t StampRead(Var* v) {
+    if (opt_.biased) BiasedEnter(v);
     ++v->reads_since;
-    return v->writes_pushed << 32;
+    const std::uint64_t stamp = v->writes_pushed << 32;
+    if (opt_.biased) BiasedExit(v);
+    return stamp;
   }
   std::uint32_t Route(Var* v) { return opt_.policy == "rr" ? NextRr() : v->home; }
 
@@ -1453,6 +1484,8 @@ int main(int argc, char** argv) {
       o.ring = ParseU(flag, val);
     else if (flag == "--batch")
       o.batch = ParseU(flag, val);
+    else if (flag == "--biased")
+      o.biased = true;
     else if (flag == "--publish" && (val == "flag" || val == "flag-fence" || val == "batch")) {
       o.flag_publish = val != "batch";
       o.flag_fence = val == "flag-fence";
@@ -1493,7 +1526,8 @@ int main(int argc, char** argv) {
           "  [--n2=1048576] [--k=4096] [--reps=5] [--workers=2] [--ring=4096]\n"
           "  [--batch=32] [--prefetch=0] [--wprefetch=4] [--spin=4000] [--park-delay=0 (test "
           "only)]\n"
-          "  [--wait=sleep|spin] [--locked] [--pin[=mixed|split]]\n",
+          "  [--wait=sleep|spin] [--locked] [--biased] [--publish=batch|flag|flag-fence]\n"
+          "  [--pin[=mixed|split]]\n",
           argv[0]);
       return 2;
     }
