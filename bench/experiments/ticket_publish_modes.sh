@@ -3,8 +3,9 @@
 # (docs/performance.md, "Publishing every push"): batch 32 (the tail stored
 # every 32 pushes), batch 1 (the tail stored every push, with a fence),
 # flag-fence (a word in each slot, with a fence), flag (a word in each slot,
-# membarrier on the worker's sleep), and flag and batch 32 with --locked
-# (the locked adds of multi-threaded pushes). Prints, per case and mode,
+# membarrier on the worker's sleep), flag and batch 32 with --locked (the
+# locked adds of multi-threaded pushes), and flag with --biased (the fast
+# path of a var owned by its pushing thread). Prints, per case and mode,
 # the median over rounds of each run's median, and the rounds.
 # Usage: [BUILD=build] bench/experiments/ticket_publish_modes.sh [ROUNDS=3]
 # (from the repository root, after ninja -C $BUILD depengine-ticket-proto).
@@ -14,7 +15,7 @@ BUILD=${BUILD:-build}
 P=$BUILD/bench/depengine-ticket-proto
 MODES=("batch32:--publish=batch --batch=32" "batch1:--publish=batch --batch=1"
        "flag-fence:--publish=flag-fence" "flag:--publish=flag"
-       "flag-locked:--publish=flag --locked"
+       "flag-locked:--publish=flag --locked" "flag-biased:--publish=flag --biased"
        "batch32-locked:--publish=batch --batch=32 --locked")
 OUT=$(mktemp)
 for _ in $(seq 1 "$ROUNDS"); do
