@@ -17,22 +17,15 @@ namespace {
 
 #if defined(__linux__)
 long Membarrier(int cmd) { return syscall(SYS_membarrier, cmd, 0, 0); }
-
-bool RegisterMembarrier() {
-  const long supported = Membarrier(MEMBARRIER_CMD_QUERY);
-  if (supported < 0 || (supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
-  return Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
-}
 #endif
 
 }  // namespace
 
-bool AsymmetricBarrierUsesMembarrier() {
+bool RegisterMembarrier() {
 #if defined(__linux__)
-  // A function-local static: initialized once, and every later reader sees
-  // the same value, so the light and heavy sides never disagree.
-  static const bool uses_membarrier = RegisterMembarrier();
-  return uses_membarrier;
+  const long supported = Membarrier(MEMBARRIER_CMD_QUERY);
+  if (supported < 0 || (supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
+  return Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
 #else
   return false;
 #endif

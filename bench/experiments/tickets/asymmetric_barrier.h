@@ -33,9 +33,19 @@
 
 namespace depengine::internal {
 
+// Registers the process for membarrier(PRIVATE_EXPEDITED); false where it
+// is not available. Called once, by AsymmetricBarrierUsesMembarrier.
+bool RegisterMembarrier();
+
 // Whether HeavyBarrier is a membarrier (registers this process for it on
-// the first call). Thread-safe.
-bool AsymmetricBarrierUsesMembarrier();
+// the first call). Thread-safe. Inline, so that LightBarrier costs a load
+// and a branch on the push path, not a call.
+inline bool AsymmetricBarrierUsesMembarrier() {
+  // A function-local static of an inline function: one object in the whole
+  // program, initialized once, so the light and heavy sides never disagree.
+  static const bool uses_membarrier = RegisterMembarrier();
+  return uses_membarrier;
+}
 
 // The frequent side: a compiler barrier when HeavyBarrier is a membarrier,
 // else a full fence.
